@@ -1,0 +1,44 @@
+# vramgate developer entry points. Everything installs itself into .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: all setup serve test unit e2e e2e-bin lint bench chart clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## serve: run the service over HTTPS on :8443 against the bundled sample inventory (no cluster needed)
+serve: $(STAMP)
+	$(BIN)/vramgate serve --dev --nodes examples/cluster.yaml --port 8443
+
+## test: the whole suite — unit, HTTP, chart and end-to-end (builds the control plane on first run)
+test: $(STAMP) e2e-bin
+	$(BIN)/pytest tests -q
+
+unit: $(STAMP)
+	$(BIN)/pytest tests -q -m "not e2e"
+
+e2e-bin:
+	bash tests/e2e/build.sh
+
+e2e: $(STAMP) e2e-bin
+	$(BIN)/pytest tests/e2e -q -m e2e
+
+lint: $(STAMP)
+	$(BIN)/ruff check webhook tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

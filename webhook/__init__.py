@@ -1,0 +1,1 @@
+"""vramgate: VRAM-aware admission webhook, scheduler extender and GPU health controller for Kubernetes."""

@@ -1,0 +1,68 @@
+"""The ASGI application: operational routes here, admission and extender routes from their modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from .state import AppState
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def create_app(state: AppState) -> FastAPI:
+    """Build the app for one instance; routes read ``request.app.state.vg``."""
+    app = FastAPI(title="vramgate", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.vg = state
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if state.shutting_down:
+            return _json({"status": "shutting down"}, 503)
+        if not state.inventory.snapshot().synced:
+            return _json({"status": "inventory not synced"}, 503)
+        return _json({"status": "ok"})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/inventory")
+    async def inventory(request: Request) -> Response:
+        snap = state.inventory.snapshot()
+        nodes = [
+            {
+                "name": n.name,
+                "product": n.product,
+                "gpus": n.capacity,
+                "allocatable": n.allocatable,
+                "free": snap.free_gpus(n.name),
+                "vram_mib": n.vram_mib,
+                "driver_major": n.driver_major,
+                "replicas": n.replicas,
+                "mig": n.mig,
+                "health": n.health,
+                "reason": n.health_reason,
+            }
+            for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)
+        ]
+        return _json({"synced": snap.synced, "revision": snap.revision, "nodes": nodes})
+
+    if state.serves("webhook"):
+        from .admission.routes import router as admission_router
+
+        app.include_router(admission_router)
+    if state.serves("extender"):
+        from .extender import router as extender_router
+
+        app.include_router(extender_router)
+    return app

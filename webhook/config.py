@@ -1,0 +1,146 @@
+"""The one validated configuration file (YAML, usually a mounted ConfigMap), with defaults for a laptop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Enforcement = Literal["enforce", "warn", "off"]
+PlacementMode = Literal["binpack", "spread"]
+
+DEFAULT_FAULT_CONDITIONS = [
+    "GpuMemWatch",
+    "GpuThermalWatch",
+    "GpuPcieWatch",
+    "GpuPowerWatch",
+    "GpuInforomWatch",
+    "GpuSmWatch",
+    "GpuNvlinkWatch",
+    "GpuDriverWatch",
+    "SysLogsXIDError",
+    "SysLogsSXIDError",
+    "SysLogsGPUFallenOff",
+    "DCGMError",
+]
+DEFAULT_FAULT_TAINTS = ["nvidia.com/gpu-xid-error", "nvidia.com/gpu-unhealthy", "vramgate.io/gpu-unhealthy"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Labels(_Section):
+    """Resource names, label keys and taints read from and written to nodes."""
+
+    gpu_resource: str = "nvidia.com/gpu"
+    gpu_memory: str = "nvidia.com/gpu.memory"
+    gpu_count: str = "nvidia.com/gpu.count"
+    gpu_product: str = "nvidia.com/gpu.product"
+    gpu_replicas: str = "nvidia.com/gpu.replicas"
+    mig_strategy: str = "nvidia.com/mig.strategy"
+    driver_major: str = "nvidia.com/cuda.driver-version.major"
+    driver_major_deprecated: str = "nvidia.com/cuda.driver.major"
+    normalized_memory: str = "vramgate.io/gpu-memory-mib"
+    health: str = "vramgate.io/gpu-health"
+    unhealthy_taint: str = "vramgate.io/gpu-unhealthy"
+
+
+class Health(_Section):
+    """How node conditions, taints and capacity gaps become a health state."""
+
+    fault_conditions: list[str] = Field(default_factory=lambda: list(DEFAULT_FAULT_CONDITIONS))
+    fault_taints: list[str] = Field(default_factory=lambda: list(DEFAULT_FAULT_TAINTS))
+    # A node is unhealthy once more than this fraction of its GPUs is unhealthy (else degraded).
+    unhealthy_fraction: float = Field(0.5, ge=0, le=1)
+    # ... or once this many GPUs are unhealthy (0 disables the count rule).
+    unhealthy_count: int = Field(0, ge=0)
+
+
+class Admission(_Section):
+    """Admission webhook behaviour."""
+
+    default_enforcement: Enforcement = "enforce"
+    excluded_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
+    tiers: dict[str, str] = Field(
+        default_factory=lambda: {"production": "gpu-production-priority", "batch": "gpu-batch-priority"}
+    )
+    batch_kinds: list[str] = Field(default_factory=lambda: ["Job", "CronJob"])
+    scheduler_name: str | None = None
+    reroute_narrow_selectors: bool = False
+    non_gpu_pods_on_gpu_nodes: Literal["ignore", "warn", "reject"] = "warn"
+    # Warn when the host-memory limit is below this multiple of the weights (loading stages them).
+    host_memory_factor: float = Field(1.2, ge=0)
+    # The floor injected when a GPU container has no memory limit: this multiple of the weights.
+    host_memory_floor_factor: float = Field(1.3, ge=0)
+    not_ready_toleration_seconds: int = Field(900, ge=0)
+    termination_grace_period_floor: int = Field(60, ge=0)
+    device_fault_exit_codes: list[int] = Field(default_factory=list)
+    validation_failure_mode: Literal["deny", "allow"] = "deny"
+    max_body_bytes: int = 3 * 1024 * 1024
+
+
+class Extender(_Section):
+    """Scheduler extender behaviour."""
+
+    placement: PlacementMode = "binpack"
+
+
+class Remediation(_Section):
+    """Opt-in eviction of pods from failed GPUs."""
+
+    enabled: bool = False
+    dry_run: bool = False
+    max_evictions_per_minute: float = Field(2.0, gt=0)
+
+
+class Controller(_Section):
+    """GPU health controller behaviour."""
+
+    unhealthy_after_seconds: float = Field(30.0, ge=0)
+    healthy_after_seconds: float = Field(120.0, ge=0)
+    device_plugin_grace_seconds: float = Field(300.0, ge=0)
+    lease_name: str = "vramgate-controller"
+    lease_duration_seconds: int = Field(15, gt=0)
+    renew_deadline_seconds: int = Field(10, gt=0)
+    retry_period_seconds: int = Field(2, gt=0)
+    remediation: Remediation = Field(default_factory=Remediation)
+
+
+class Config(BaseSettings):
+    """vramgate's configuration. Every key has a default; unknown keys are an error."""
+
+    model_config = SettingsConfigDict(extra="forbid", env_prefix="VRAMGATE_", env_nested_delimiter="__")
+
+    namespace: str = "vramgate"
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    labels: Labels = Field(default_factory=Labels)
+    health: Health = Field(default_factory=Health)
+    admission: Admission = Field(default_factory=Admission)
+    extender: Extender = Field(default_factory=Extender)
+    controller: Controller = Field(default_factory=Controller)
+    # Catalog additions, same schema as webhook/data/models.yaml entries.
+    models: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ConfigError(ValueError):
+    """The configuration file is unreadable or invalid."""
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Load and validate a YAML config file; None gives the defaults (env overrides apply)."""
+    if path is None:
+        return Config()
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} must be a mapping")
+    try:
+        return Config(**data)
+    except Exception as exc:  # pydantic.ValidationError: keep its readable text
+        raise ConfigError(f"invalid config {path}: {exc}") from exc

@@ -1,0 +1,137 @@
+"""Read what a GPU container declares: annotations first, then env, engine args and image tags."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+ANNOTATION_PREFIX = "vramgate.io/"
+A_MODEL = "vramgate.io/model"
+A_PARAMS = "vramgate.io/model-params"
+A_PRECISION = "vramgate.io/precision"
+A_CONTEXT = "vramgate.io/context-length"
+A_UTIL = "vramgate.io/gpu-memory-utilization"
+A_KV_DTYPE = "vramgate.io/kv-cache-dtype"
+A_BATCH = "vramgate.io/batch-size"
+A_VRAM = "vramgate.io/vram"
+A_WORKLOAD = "vramgate.io/workload"
+A_TIER = "vramgate.io/tier"
+A_CUDA = "vramgate.io/cuda"
+A_PLACEMENT = "vramgate.io/placement"
+DECLARATION_ANNOTATIONS = (
+    A_MODEL, A_PARAMS, A_PRECISION, A_CONTEXT, A_UTIL, A_KV_DTYPE, A_BATCH, A_VRAM, A_WORKLOAD, A_TIER,
+    A_CUDA, A_PLACEMENT,
+)
+
+MODEL_ENVS = ("MODEL_NAME", "MODEL_ID", "MODEL")
+MODEL_FLAGS = ("--model", "--model-id", "--model-path", "--model_id", "--hf-repo", "-m")
+CONTEXT_FLAGS = ("--max-model-len", "--max-total-tokens", "--ctx-size", "-c", "--context-length")
+BATCH_FLAGS = ("--max-num-seqs", "--max-batch-size", "--max-running-requests", "--parallel", "-np")
+DTYPE_FLAGS = ("--dtype",)
+QUANT_FLAGS = ("--quantization", "--quantize", "-q")
+UTIL_FLAGS = ("--gpu-memory-utilization", "--mem-fraction-static", "--cuda-memory-fraction")
+KV_DTYPE_FLAGS = ("--kv-cache-dtype",)
+TP_FLAGS = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size", "--num-shard")
+
+_SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"}
+# A quantization named in a model id: Qwen2.5-7B-Instruct-AWQ, …-GPTQ-Int4, …-FP8, llama.Q4_K_M.gguf.
+_QUANT_IN_ID = re.compile(
+    r"(?:^|[-_./])(awq|gptq[-_]int4|gptq[-_]int8|gptq|fp8|int8|int4|w8a8|w4a16|bnb-4bit|nf4|"
+    r"q8_0|q6_k|q5_k_m|q5_0|q4_k_m|q4_0)(?=$|[-_./])",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A declared value and where it came from (for messages: "env DTYPE", "arg --max-model-len")."""
+
+    value: str
+    source: str
+
+
+def tokens_of(container: dict[str, Any]) -> list[str]:
+    """Command and args as one token list; ``sh -c "vllm serve …"`` scripts are split like a shell."""
+    raw: list[str] = []
+    for key in ("command", "args"):
+        part = container.get(key) or []
+        if isinstance(part, list):
+            raw.extend(str(t) for t in part if isinstance(t, str | int | float))
+    if not raw:
+        return []
+    out: list[str] = []
+    shell = raw[0] in _SHELLS or raw[0].rsplit("/", 1)[-1] in {"sh", "bash"}
+    for token in raw:
+        if shell and (" " in token or "\n" in token):
+            try:
+                out.extend(shlex.split(token, comments=True))
+            except ValueError:
+                out.extend(token.split())
+        else:
+            out.append(token)
+    return out
+
+
+def flag_value(tokens: list[str], names: Iterable[str]) -> Found | None:
+    """The value of the first of ``names`` given as ``--flag value`` or ``--flag=value``."""
+    wanted = tuple(names)
+    for i, token in enumerate(tokens):
+        for name in wanted:
+            if token == name and i + 1 < len(tokens):
+                return Found(tokens[i + 1], f"arg {name}")
+            if token.startswith(name + "="):
+                return Found(token[len(name) + 1 :], f"arg {name}")
+    return None
+
+
+def env_value(container: dict[str, Any], names: Iterable[str]) -> Found | None:
+    """A literal env value (``valueFrom`` is not readable at admission) of the first name present."""
+    env = container.get("env") or []
+    if not isinstance(env, list):
+        return None
+    values = {
+        e.get("name"): e.get("value")
+        for e in env
+        if isinstance(e, dict) and isinstance(e.get("value"), str) and e.get("value")
+    }
+    for name in names:
+        if name in values:
+            return Found(str(values[name]), f"env {name}")
+    return None
+
+
+def engine_of(container: dict[str, Any], tokens: list[str]) -> str | None:
+    """Which serving engine the container runs: vllm, sglang, tgi, llama.cpp, or None."""
+    image = str(container.get("image") or "").lower()
+    text = " ".join(tokens).lower()
+    if "vllm" in image or "vllm" in text:
+        return "vllm"
+    if "sglang" in image or "sglang" in text:
+        return "sglang"
+    if "text-generation-inference" in image or "text-generation-launcher" in text or "--model-id" in text:
+        return "tgi"
+    if "llama.cpp" in image or "llama-server" in text or "llama-cpp" in image:
+        return "llama.cpp"
+    return None
+
+
+def model_in_args(tokens: list[str]) -> Found | None:
+    """The model a serving command names: ``vllm serve <model>`` or one of the model flags."""
+    for i, token in enumerate(tokens[:-1]):
+        if token.rsplit("/", 1)[-1] == "vllm" and tokens[i + 1] == "serve" and i + 2 < len(tokens):
+            candidate = tokens[i + 2]
+            if not candidate.startswith("-"):
+                return Found(candidate, "arg vllm serve")
+    return flag_value(tokens, MODEL_FLAGS)
+
+
+def quant_in_model_id(model: str) -> str | None:
+    """A quantization a model id names (``-AWQ``, ``-GPTQ-Int4``, ``-FP8``, ``.Q4_K_M.gguf``)."""
+    match = _QUANT_IN_ID.search(model.rsplit("/", 1)[-1])
+    if not match:
+        return None
+    text = match.group(1).lower().replace("_", "-")
+    return {"gptq-int4": "int4", "gptq-int8": "int8", "bnb-4bit": "nf4"}.get(text, text.replace("-", "_"))

@@ -1,0 +1,152 @@
+"""What each node offers: GPUs, VRAM per GPU, driver, and GPU health, from its labels and status."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .config import Config
+from .quantity import QuantityError, parse_gpu_memory_label
+
+HealthState = Literal["healthy", "degraded", "unhealthy"]
+_MIG_PRODUCT_RE = re.compile(r"-MIG-(\d+)g\.(\d+)gb$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NodeGPUs:
+    """One node's GPU capability, computed once per node event (the hot paths only read it)."""
+
+    name: str
+    product: str
+    capacity: int  # nvidia.com/gpu in status.capacity (devices, or replicas when time-sliced)
+    allocatable: int  # healthy devices the device plugin advertises
+    vram_mib: int  # per schedulable device: a GPU, a time-slice replica or a MIG slice; 0 = unknown
+    driver_major: int | None
+    replicas: int
+    mig: str | None
+    health: HealthState
+    health_reason: str
+    labelled: bool  # the node carries GPU labels (GFD or vramgate's)
+    unhealthy_gpus: int
+    fault: str | None  # the fault condition or taint that makes it unhealthy
+    plugin_missing: bool  # GPU labels but no nvidia.com/gpu capacity: the device plugin is not running
+    labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_gpu_node(self) -> bool:
+        return self.labelled or self.capacity > 0
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _gpu_quantity(section: Any, resource: str) -> int:
+    if not isinstance(section, dict):
+        return 0
+    return max(0, _int(section.get(resource)) or 0)
+
+
+def _vram(labels: dict[str, Any], config: Config, replicas: int, mig: str | None, product: str) -> int:
+    keys = config.labels
+    vram = 0
+    normalized = _int(labels.get(keys.normalized_memory))
+    raw = labels.get(keys.gpu_memory)
+    if isinstance(raw, str):
+        try:
+            vram = parse_gpu_memory_label(raw)
+        except QuantityError:
+            vram = 0
+    if not vram and normalized and normalized > 0:
+        vram = normalized
+    if mig == "single":
+        match = _MIG_PRODUCT_RE.search(product)
+        if match:
+            slice_mib = int(match.group(2)) * 1024
+            vram = min(vram, slice_mib) if vram else slice_mib
+    if replicas > 1 and vram:
+        vram //= replicas
+    return vram
+
+
+def fault_of(node: dict[str, Any], config: Config) -> str | None:
+    """The first GPU fault a node reports: a fault condition that is True, or a fault taint."""
+    status = node.get("status") or {}
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    wanted = set(config.health.fault_conditions)
+    for cond in conditions or []:
+        if isinstance(cond, dict) and cond.get("type") in wanted and cond.get("status") == "True":
+            message = str(cond.get("message") or cond.get("reason") or "").strip()
+            return f"condition {cond['type']}=True" + (f" ({message[:80]})" if message else "")
+    spec = node.get("spec") or {}
+    taints = spec.get("taints") if isinstance(spec, dict) else None
+    fault_taints = set(config.health.fault_taints)
+    for taint in taints or []:
+        if isinstance(taint, dict) and taint.get("key") in fault_taints and taint.get("effect") in (
+            "NoSchedule", "NoExecute",
+        ):
+            return f"taint {taint['key']}:{taint['effect']}"
+    return None
+
+
+def classify(
+    capacity: int, allocatable: int, labelled: bool, fault: str | None, config: Config
+) -> tuple[HealthState, str]:
+    """Health state and reason from the capacity gap, the device plugin and fault signals."""
+    if fault:
+        return "unhealthy", f"GPU fault: {fault}"
+    if labelled and capacity == 0:
+        return "unhealthy", "GPU labels but no nvidia.com/gpu capacity: device plugin not running"
+    if capacity > 0 and allocatable == 0:
+        return "unhealthy", f"0 of {capacity} GPUs allocatable"
+    bad = max(0, capacity - allocatable)
+    if bad == 0:
+        return "healthy", f"{allocatable} of {capacity} GPUs allocatable" if capacity else "no GPUs"
+    rule = config.health
+    if bad / capacity > rule.unhealthy_fraction or (rule.unhealthy_count and bad >= rule.unhealthy_count):
+        return "unhealthy", f"{bad} of {capacity} GPUs unhealthy"
+    return "degraded", f"{bad} of {capacity} GPUs unhealthy"
+
+
+def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
+    """Read a Node object (as the API returns it) into its GPU capability. Never raises on bad labels."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    labels = labels if isinstance(labels, dict) else {}
+    status = node.get("status") or {}
+    status = status if isinstance(status, dict) else {}
+    keys = config.labels
+    resource = keys.gpu_resource
+    capacity = _gpu_quantity(status.get("capacity"), resource)
+    allocatable = min(_gpu_quantity(status.get("allocatable"), resource), capacity) if capacity else 0
+    product = str(labels.get(keys.gpu_product) or "")
+    replicas = max(1, _int(labels.get(keys.gpu_replicas)) or 1)
+    mig_raw = labels.get(keys.mig_strategy)
+    mig = str(mig_raw) if mig_raw in ("single", "mixed") else None
+    driver = _int(labels.get(keys.driver_major))
+    if driver is None:
+        driver = _int(labels.get(keys.driver_major_deprecated))
+    labelled = any(k in labels for k in (keys.gpu_memory, keys.gpu_product, keys.gpu_count, keys.normalized_memory))
+    fault = fault_of(node, config)
+    health, reason = classify(capacity, allocatable, labelled, fault, config)
+    return NodeGPUs(
+        name=str(meta.get("name") or "") if isinstance(meta, dict) else "",
+        product=product,
+        capacity=capacity,
+        allocatable=allocatable,
+        vram_mib=_vram(labels, config, replicas, mig, product),
+        driver_major=driver,
+        replicas=replicas,
+        mig=mig,
+        health=health,
+        health_reason=reason,
+        labelled=labelled,
+        unhealthy_gpus=max(0, capacity - allocatable),
+        fault=fault,
+        plugin_missing=labelled and capacity == 0,
+        labels={str(k): str(v) for k, v in labels.items()},
+    )

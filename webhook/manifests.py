@@ -1,0 +1,65 @@
+"""Read Kubernetes objects from YAML or JSON files: multi-document, ``List`` kinds, ``kubectl get -o``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ManifestError(ValueError):
+    """A file that cannot be read or parsed as Kubernetes objects."""
+
+
+def _flatten(doc: Any) -> Iterator[dict[str, Any]]:
+    if doc is None:
+        return
+    if isinstance(doc, list):
+        for item in doc:
+            yield from _flatten(item)
+        return
+    if not isinstance(doc, dict):
+        raise ManifestError(f"expected a Kubernetes object, got {type(doc).__name__}")
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            yield from _flatten(item)
+        return
+    yield doc
+
+
+def load_text(text: str, source: str = "<input>") -> list[dict[str, Any]]:
+    """Parse YAML (one or many documents) or JSON into a flat list of objects."""
+    try:
+        stripped = text.lstrip()
+        if stripped.startswith(("{", "[")):
+            docs: list[Any] = [json.loads(text)]
+        else:
+            docs = list(yaml.safe_load_all(text))
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{source}: not valid YAML or JSON: {str(exc).splitlines()[0]}") from exc
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        out.extend(_flatten(doc))
+    return out
+
+
+def load_file(path: str | Path) -> list[dict[str, Any]]:
+    """Objects from a file (``-`` is not supported: pass a path)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"{path}: {exc.strerror or exc}") from exc
+    return load_text(text, str(path))
+
+
+def load_nodes(path: str | Path) -> list[dict[str, Any]]:
+    """Node objects from a file; anything that is not a Node is an error."""
+    objs = load_file(path)
+    for obj in objs:
+        if obj.get("kind", "Node") != "Node":
+            raise ManifestError(f"{path}: expected Node objects, found kind {obj.get('kind')!r}")
+    return objs

@@ -1,0 +1,64 @@
+"""Prometheus metrics of one service instance, on their own registry (tests run many instances)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    """Every metric vramgate exports. Names are prefixed ``vramgate_``."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.admission_requests = Counter(
+            "vramgate_admission_requests", "AdmissionReviews answered",
+            ["operation", "kind", "verdict", "reason"], registry=r,
+        )
+        self.admission_duration = Histogram(
+            "vramgate_admission_duration_seconds", "Time to answer an AdmissionReview",
+            ["webhook"], buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.admission_errors = Counter(
+            "vramgate_admission_errors", "Unexpected errors in admission decisions (answered per failure mode)",
+            ["webhook"], registry=r,
+        )
+        self.bad_requests = Counter(
+            "vramgate_bad_requests", "Requests rejected as malformed (4xx)", ["endpoint", "reason"], registry=r,
+        )
+        self.extender_requests = Counter(
+            "vramgate_extender_requests", "Scheduler extender calls", ["verb"], registry=r,
+        )
+        self.extender_duration = Histogram(
+            "vramgate_extender_duration_seconds", "Time to answer an extender call",
+            ["verb"], buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.extender_filtered = Counter(
+            "vramgate_extender_filtered_nodes", "Nodes filtered out, by reason code", ["reason"], registry=r,
+        )
+        self.inventory_nodes = Gauge("vramgate_inventory_nodes", "GPU nodes in the inventory", registry=r)
+        self.inventory_staleness = Gauge(
+            "vramgate_inventory_staleness_seconds", "Seconds since the inventory last heard from the API server",
+            registry=r,
+        )
+        self.inventory_relists = Counter(
+            "vramgate_inventory_relists", "Full re-lists of the node/pod inventory", ["resource", "cause"], registry=r,
+        )
+        self.node_gpus = Gauge(
+            "vramgate_node_gpus", "GPUs per node by state", ["node", "state"], registry=r,
+        )
+        self.nodes_by_health = Gauge(
+            "vramgate_nodes_by_health", "GPU nodes per health state", ["health"], registry=r,
+        )
+        self.taints = Counter(
+            "vramgate_controller_taints", "Unhealthy taints added or removed", ["action"], registry=r,
+        )
+        self.evictions = Counter(
+            "vramgate_controller_evictions", "Evictions of pods from failed GPUs", ["result"], registry=r,
+        )
+        self.is_leader = Gauge("vramgate_controller_leader", "1 while this replica leads the controller", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

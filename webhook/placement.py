@@ -1,0 +1,243 @@
+"""Placement decisions: does a node fit a demand (and why not), can any node ever, and how well."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .config import PlacementMode
+from .cuda import CudaVersion, format_cuda, min_driver_major
+from .demand import Demand
+from .inventory import NodeGPUs
+from .precision import DOWNGRADES, PRECISIONS
+from .vram import estimate as run_estimate
+from .vram import max_context, round_context
+
+MAX_SCORE = 10
+
+
+class Code(StrEnum):
+    """Why a node does or does not fit. The extender's per-node reasons start with these."""
+
+    FITS = "Fits"
+    NO_GPUS = "NoGPUs"
+    NO_DEVICE_PLUGIN = "NoDevicePlugin"
+    GPU_FAULT = "GPUFault"
+    VRAM_UNKNOWN = "VRAMUnknown"
+    VRAM_TOO_SMALL = "VRAMTooSmall"
+    TOO_FEW_GPUS = "TooFewGPUs"
+    DRIVER_TOO_OLD = "DriverTooOld"
+    GPUS_BUSY = "GPUsBusy"
+
+
+RESOLVABLE = frozenset({Code.GPUS_BUSY})
+
+
+@dataclass(frozen=True)
+class Need:
+    """The part of a demand placement looks at; built once per request."""
+
+    gpus: int
+    per_gpu_mib: int | None
+    utilization: float = 1.0
+    cuda: CudaVersion | None = None
+
+    @classmethod
+    def of(cls, demand: Demand) -> Need:
+        return cls(demand.gpus, demand.per_gpu_mib, demand.utilization, demand.cuda)
+
+    @property
+    def min_driver(self) -> int | None:
+        return min_driver_major(self.cuda) if self.cuda else None
+
+
+@dataclass(frozen=True)
+class NodeFit:
+    """A node's verdict for one pod."""
+
+    node: str
+    code: Code
+    reason: str
+
+    @property
+    def fits(self) -> bool:
+        return self.code is Code.FITS
+
+    @property
+    def resolvable(self) -> bool:
+        """Whether preemption or waiting could make it fit (only busy GPUs can be freed)."""
+        return self.code in RESOLVABLE
+
+
+def usable_mib(node: NodeGPUs, need: Need) -> float:
+    return node.vram_mib * need.utilization
+
+
+def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = False) -> NodeFit:
+    """Whether ``node`` can hold the pod now (``free`` GPUs) or, with ``ever``, on an idle healthy day."""
+    name = node.name
+    if not node.is_gpu_node:
+        return NodeFit(name, Code.NO_GPUS, "no GPUs")
+    if not ever:
+        if node.plugin_missing:
+            return NodeFit(name, Code.NO_DEVICE_PLUGIN, "GPU labels but no nvidia.com/gpu: device plugin not running")
+        if node.health == "unhealthy":
+            return NodeFit(name, Code.GPU_FAULT, node.health_reason)
+    count = node.capacity if ever else node.allocatable
+    if ever and node.plugin_missing:
+        count = _label_count(node)
+    if count < need.gpus:
+        what = "GPUs" if ever else "healthy GPUs"
+        return NodeFit(name, Code.TOO_FEW_GPUS, f"{count} {what}, pod needs {need.gpus}")
+    if need.per_gpu_mib is not None:
+        if node.vram_mib <= 0:
+            return NodeFit(name, Code.VRAM_UNKNOWN, "no nvidia.com/gpu.memory label: VRAM unknown")
+        if need.per_gpu_mib > usable_mib(node, need):
+            return NodeFit(
+                name, Code.VRAM_TOO_SMALL,
+                f"needs {_gib(need.per_gpu_mib)} GiB per GPU, {node.product or 'GPU'} has {_gib(node.vram_mib)} GiB"
+                + (f" ({need.utilization:g} usable)" if need.utilization < 1 else ""),
+            )
+    min_driver = need.min_driver
+    if min_driver is not None and node.driver_major is not None and node.driver_major < min_driver:
+        return NodeFit(
+            name, Code.DRIVER_TOO_OLD,
+            f"driver {node.driver_major} < {min_driver} needed by CUDA {format_cuda(need.cuda)}"  # type: ignore[arg-type]
+        )
+    if not ever and free is not None and free < need.gpus:
+        return NodeFit(name, Code.GPUS_BUSY, f"{free} of {node.allocatable} GPUs free, pod needs {need.gpus}")
+    return NodeFit(name, Code.FITS, "fits")
+
+
+def _label_count(node: NodeGPUs) -> int:
+    try:
+        return int(node.labels.get("nvidia.com/gpu.count", "0"))
+    except ValueError:
+        return 0
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:.1f}".removesuffix(".0")
+
+
+def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack") -> int:
+    """0–10: binpack prefers the tightest VRAM and the fewest GPUs left free; spread the opposite."""
+    if need.per_gpu_mib is not None and node.vram_mib > 0:
+        leftover = max(0.0, node.vram_mib - need.per_gpu_mib) / node.vram_mib
+    else:
+        leftover = 0.5
+    gpus_left = max(0, free - need.gpus) / max(node.allocatable, 1)
+    tight = 0.7 * (1 - leftover) + 0.3 * (1 - gpus_left)
+    value = tight if mode == "binpack" else 1 - tight
+    return max(0, min(MAX_SCORE, round(MAX_SCORE * value)))
+
+
+@dataclass(frozen=True)
+class ClusterVerdict:
+    """Admission's answer: can any node ever hold the workload; if not, why, and what would."""
+
+    admit: bool
+    code: Code
+    message: str
+    best_node: str | None = None
+    suggestions: tuple[str, ...] = ()
+
+
+def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict:
+    """Judge a demand against every GPU node's capability, ignoring current use and health."""
+    need = Need.of(demand)
+    gpu_nodes = [n for n in nodes if n.is_gpu_node]
+    if not gpu_nodes:
+        return ClusterVerdict(True, Code.FITS, "no GPU nodes in the inventory; not checked")
+    fits = [fit(need, n, ever=True) for n in gpu_nodes]
+    for f in fits:
+        if f.fits:
+            return ClusterVerdict(True, Code.FITS, "fits", best_node=f.node)
+    who = demand.view.ref
+    largest = max(gpu_nodes, key=lambda n: (n.vram_mib, n.capacity))
+    if need.per_gpu_mib is not None and all(f.code in (Code.VRAM_TOO_SMALL, Code.VRAM_UNKNOWN, Code.TOO_FEW_GPUS)
+                                            for f in fits) and not _vram_ok_anywhere(need, gpu_nodes):
+        if largest.vram_mib <= 0:
+            msg = (f"{who}: needs {_gib(need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}); "
+                   "no GPU node declares its VRAM (label nvidia.com/gpu.memory). "
+                   "Try: deploy GPU Feature Discovery, or label the nodes with nvidia.com/gpu.memory (MiB)")
+            return ClusterVerdict(False, Code.VRAM_UNKNOWN, msg)
+        tips = suggestions(demand, gpu_nodes)
+        usable = ""
+        if need.utilization < 1:
+            usable = f", {_gib(largest.vram_mib * need.utilization)} GiB usable at gpu-memory-utilization " \
+                     f"{need.utilization:g}"
+        msg = (f"{who}: needs {_gib(need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}); "
+               f"the largest GPU in the cluster has {_gib(largest.vram_mib)} GiB "
+               f"({largest.name}, {largest.product or 'unknown product'}{usable}). "
+               f"Try: {'; '.join(tips) if tips else 'a node with larger GPUs'}")
+        return ClusterVerdict(False, Code.VRAM_TOO_SMALL, msg, suggestions=tuple(tips))
+    if any(f.code is Code.TOO_FEW_GPUS for f in fits) and not any(f.code is Code.DRIVER_TOO_OLD for f in fits):
+        most = max(gpu_nodes, key=lambda n: (n.capacity, n.vram_mib))
+        msg = (f"{who}: needs {need.gpus} GPUs on one node"
+               + (f" with {_gib(need.per_gpu_mib)} GiB VRAM each" if need.per_gpu_mib is not None else "")
+               + f"; no node has that (most: {most.capacity} on {most.name}, {most.product or 'unknown product'}, "
+               f"{_gib(most.vram_mib)} GiB each). Try: fewer GPUs per pod with a smaller precision or context, "
+               "or nodes with more GPUs")
+        return ClusterVerdict(False, Code.TOO_FEW_GPUS, msg)
+    old = [n for n, f in zip(gpu_nodes, fits, strict=True) if f.code is Code.DRIVER_TOO_OLD]
+    newest = max((n.driver_major or 0 for n in old), default=0)
+    msg = (f"{who}: needs CUDA {format_cuda(need.cuda) if need.cuda else '?'} (NVIDIA driver ≥ {need.min_driver}); "
+           f"the nodes whose GPUs can hold it run driver {newest} at most. "
+           f"Try: an image built for an older CUDA, or nodes with driver ≥ {need.min_driver}")
+    return ClusterVerdict(False, Code.DRIVER_TOO_OLD, msg)
+
+
+def _vram_ok_anywhere(need: Need, nodes: list[NodeGPUs]) -> bool:
+    return need.per_gpu_mib is not None and any(
+        n.vram_mib > 0 and need.per_gpu_mib <= usable_mib(n, need) for n in nodes
+    )
+
+
+def _breakdown(demand: Demand) -> str:
+    est = demand.estimate
+    if est is None:
+        return f"declared {demand.total_mib and _gib(demand.total_mib)} GiB in vramgate.io/vram"
+    return est.summary().split(": ", 1)[1]
+
+
+def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
+    """Concrete changes, computed by the estimator, that would let some node hold the workload."""
+    est = demand.estimate
+    util = demand.utilization
+    if est is None:
+        most = max(n.capacity for n in nodes)
+        return [f"lower vramgate.io/vram, or request up to {most} GPUs to split it"]
+    req = est.request
+    largest = max(nodes, key=lambda n: n.vram_mib)
+    room = largest.vram_mib * util
+    tips: list[str] = []
+    current_bits = PRECISIONS[req.precision].bits
+    for p in DOWNGRADES:
+        if PRECISIONS[p].bits >= current_bits:
+            continue
+        alt = run_estimate(req.but(precision=p))
+        if alt.per_gpu_mib <= room:
+            tips.append(f"{p} weights (vramgate.io/precision: {p}) → {_gib(alt.per_gpu_mib)} GiB per GPU")
+            break
+    for g in range(req.gpus + 1, max(n.capacity for n in nodes) + 1):
+        alt = run_estimate(req.but(gpus=g))
+        hosts = [n for n in nodes if n.capacity >= g and alt.per_gpu_mib <= n.vram_mib * util]
+        if hosts:
+            tips.append(f"{g} GPUs per pod (nvidia.com/gpu: {g}, tensor parallel) → {_gib(alt.per_gpu_mib)} GiB "
+                        f"per GPU on {hosts[0].product or hosts[0].name}")
+            break
+    if req.workload == "inference" and est.kv_cache_mib > 0:
+        ctx = max_context(req, room)
+        if ctx is not None and ctx < req.context and ctx >= 256:
+            tips.append(f"--max-model-len {round_context(ctx)} (vramgate.io/context-length; "
+                        f"the model allows {req.context})")
+        if req.batch > 1:
+            for b in range(req.batch - 1, 0, -1):
+                if run_estimate(req.but(batch=b)).per_gpu_mib <= room:
+                    tips.append(f"batch {b} (vramgate.io/batch-size)")
+                    break
+    if not tips:
+        tips.append("a smaller model, or nodes with larger GPUs")
+    return tips

@@ -1,0 +1,99 @@
+"""Weight and KV-cache precisions: canonical names, aliases and storage cost per value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How one weight is stored."""
+
+    name: str
+    bits: float  # effective bits per weight, scales and zero points included
+    quantized: bool  # embeddings and output head stay 16-bit (AWQ/GPTQ/bnb/fp8 checkpoints)
+    gguf: bool = False  # bits are measured over the whole file, embeddings included
+
+
+# int4 group quantization (AWQ/GPTQ, group size 128) stores an fp16 scale and a packed zero point
+# per group: 4 + (16 + 4) / 128 ≈ 4.16 bits. bitsandbytes nf4 (block 64, double-quantized absmax)
+# is 4.127 bits (Dettmers et al., QLoRA §2). GGUF figures: llama.cpp tools/quantize/README.md.
+PRECISIONS: dict[str, Precision] = {
+    "fp32": Precision("fp32", 32, False),
+    "fp16": Precision("fp16", 16, False),
+    "bf16": Precision("bf16", 16, False),
+    "fp8": Precision("fp8", 8, True),
+    "int8": Precision("int8", 8, True),
+    "int4": Precision("int4", 4.16, True),
+    "nf4": Precision("nf4", 4.127, True),
+    "q8_0": Precision("q8_0", 8.5, True, gguf=True),
+    "q6_k": Precision("q6_k", 6.56, True, gguf=True),
+    "q5_k_m": Precision("q5_k_m", 5.70, True, gguf=True),
+    "q5_0": Precision("q5_0", 5.5, True, gguf=True),
+    "q4_k_m": Precision("q4_k_m", 4.89, True, gguf=True),
+    "q4_0": Precision("q4_0", 4.5, True, gguf=True),
+}
+
+ALIASES: dict[str, str] = {
+    "float32": "fp32",
+    "float": "fp32",
+    "full": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "float8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "e4m3": "fp8",
+    "compressed-tensors": "fp8",
+    "8bit": "int8",
+    "bitsandbytes-8bit": "int8",
+    "w8a8": "int8",
+    "gptq-int8": "int8",
+    "awq": "int4",
+    "awq_marlin": "int4",
+    "gptq": "int4",
+    "gptq_marlin": "int4",
+    "gptq-int4": "int4",
+    "w4a16": "int4",
+    "4bit": "int4",
+    "marlin": "int4",
+    "bitsandbytes": "nf4",
+    "bitsandbytes-nf4": "nf4",
+    "bnb": "nf4",
+    "eetq": "int8",
+}
+
+ACCEPTED = "fp32 fp16 bf16 fp8 int8 int4 (aliases half bfloat16 awq gptq nf4 q4_k_m q8_0 …)"
+
+# The canonical names users are offered as smaller precisions, most accurate first.
+DOWNGRADES: tuple[str, ...] = ("bf16", "fp8", "int8", "int4")
+
+
+def canonical(value: str) -> str | None:
+    """Return the canonical precision for a name or alias, or None if it is not one."""
+    key = value.strip().lower().replace(" ", "")
+    if key in PRECISIONS:
+        return key
+    if key in ALIASES:
+        return ALIASES[key]
+    key2 = key.replace("-", "_")
+    if key2 in PRECISIONS:
+        return key2
+    return None
+
+
+def kv_bytes(weight_precision: str, kv_cache_dtype: str | None) -> float:
+    """Bytes per KV-cache element: the declared KV dtype, else the activation dtype of the weights."""
+    if kv_cache_dtype:
+        kv = canonical(kv_cache_dtype)
+        if kv is not None:
+            return PRECISIONS[kv].bits / 8
+    # Quantized checkpoints compute (and cache) in 16-bit; only fp32 models cache in 32-bit.
+    return 4.0 if weight_precision == "fp32" else 2.0
+
+
+def is_kv_dtype(value: str) -> bool:
+    """Whether a value names a KV-cache dtype an engine accepts (``auto`` included)."""
+    key = value.strip().lower()
+    return key == "auto" or canonical(key) in {"fp32", "fp16", "bf16", "fp8", "int8"}

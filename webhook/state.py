@@ -1,0 +1,36 @@
+"""What every route of one service instance shares: config, catalog, inventory, metrics, lifecycle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .catalog import Catalog, builtin_catalog
+from .config import Config
+from .metrics import Metrics
+from .snapshot import InventorySource
+
+Role = Literal["all", "webhook", "extender", "controller"]
+
+
+@dataclass
+class AppState:
+    """Per-instance state; the inventory's snapshot is the only thing that changes while serving."""
+
+    config: Config
+    inventory: InventorySource
+    role: Role = "all"
+    catalog: Catalog = field(default_factory=builtin_catalog)
+    metrics: Metrics = field(default_factory=Metrics)
+    shutting_down: bool = False
+
+    def __post_init__(self) -> None:
+        if self.config.models:
+            self.catalog = self.catalog.with_entries(self.config.models)
+
+    @property
+    def ready(self) -> bool:
+        return not self.shutting_down and self.inventory.snapshot().synced
+
+    def serves(self, role: Role) -> bool:
+        return self.role in ("all", role)

@@ -18,6 +18,8 @@ class Snapshot:
     free: Mapping[str, int] = field(default_factory=dict)
     synced: bool = False
     revision: int = 0
+    # namespace → its ``vramgate.io/enforcement`` label, for namespaces that carry one (cluster mode).
+    enforcement: Mapping[str, str] = field(default_factory=dict)
 
     def free_gpus(self, name: str) -> int:
         node = self.nodes.get(name)

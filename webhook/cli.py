@@ -71,7 +71,7 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
             print(f"ADMIT   {name}: {detail}")
         else:
             rejected = True
-            print(f"REJECT  {name}: {result.message}")
+            print(f"REJECT  {result.message}")
         for warning in result.warnings:
             print(f"  warning: {warning}")
     return EXIT_REJECTED if rejected else EXIT_OK

@@ -27,7 +27,9 @@ DECLARATION_ANNOTATIONS = (
 )
 
 MODEL_ENVS = ("MODEL_NAME", "MODEL_ID", "MODEL")
-MODEL_FLAGS = ("--model", "--model-id", "--model-path", "--model_id", "--hf-repo", "-m")
+MODEL_FLAGS = ("--model", "--model-id", "--model-path", "--model_id", "--hf-repo")
+# llama.cpp's short model flag; `python -m module` is not a model.
+SHORT_MODEL_FLAG = "-m"
 CONTEXT_FLAGS = ("--max-model-len", "--max-total-tokens", "--ctx-size", "-c", "--context-length")
 BATCH_FLAGS = ("--max-num-seqs", "--max-batch-size", "--max-running-requests", "--parallel", "-np")
 DTYPE_FLAGS = ("--dtype",)
@@ -62,10 +64,16 @@ def tokens_of(container: dict[str, Any]) -> list[str]:
             raw.extend(str(t) for t in part if isinstance(t, str | int | float))
     if not raw:
         return []
-    out: list[str] = []
     shell = raw[0] in _SHELLS or raw[0].rsplit("/", 1)[-1] in {"sh", "bash"}
-    for token in raw:
-        if shell and (" " in token or "\n" in token):
+    if not shell:
+        return raw
+    # `sh -c "script"`: the shell and its own options are not the program's flags.
+    rest = raw[1:]
+    while rest and rest[0].startswith("-"):
+        rest = rest[1:]
+    out: list[str] = []
+    for token in rest:
+        if " " in token or "\n" in token:
             try:
                 out.extend(shlex.split(token, comments=True))
             except ValueError:
@@ -125,7 +133,13 @@ def model_in_args(tokens: list[str]) -> Found | None:
             candidate = tokens[i + 2]
             if not candidate.startswith("-"):
                 return Found(candidate, "arg vllm serve")
-    return flag_value(tokens, MODEL_FLAGS)
+    found = flag_value(tokens, MODEL_FLAGS)
+    if found is not None:
+        return found
+    for i, token in enumerate(tokens[:-1]):
+        if token == SHORT_MODEL_FLAG and not (i > 0 and "python" in tokens[i - 1].rsplit("/", 1)[-1]):
+            return Found(tokens[i + 1], f"arg {SHORT_MODEL_FLAG}")
+    return None
 
 
 def quant_in_model_id(model: str) -> str | None:

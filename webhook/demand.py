@@ -247,6 +247,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog) -> Demand | Non
         precision = canonical(precision_found.value)
         if precision is None:
             raise DeclarationError(precision_found.source, precision_found.value, "use one of " + PRECISIONS_ACCEPTED)
+    elif spec is not None and spec.dtype == "fp32" and workload == "inference":
+        # Engines serve fp32 checkpoints in fp16 (vLLM's --dtype auto); training keeps the checkpoint's dtype.
+        precision = "fp16"
     else:
         precision = spec.dtype if spec else "bf16"
 

@@ -11,7 +11,6 @@ logs go to tests/e2e/_artifacts/<component>.log; their tails are attached to fai
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,10 +18,8 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import harness
-from harness import BUILD_CMD, ControlPlane, HarnessError, missing_binaries
+from tests.e2e import harness
+from tests.e2e.harness import BUILD_CMD, ControlPlane, HarnessError, missing_binaries
 
 _E2E_DIR = Path(__file__).resolve().parent
 _CLUSTER: list[ControlPlane] = []

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness import ETCD_VERSION, GPU_RESOURCE, KUBE_VERSION, ControlPlane
+
+from tests.e2e.harness import ETCD_VERSION, GPU_RESOURCE, KUBE_VERSION, ControlPlane
 
 pytestmark = pytest.mark.e2e
 

@@ -87,6 +87,9 @@ class Extender(_Section):
     """Scheduler extender behaviour."""
 
     placement: PlacementMode = "binpack"
+    # ExtenderArgs in NodeList mode (nodeCacheCapable: false) carry every candidate Node object:
+    # thousands of nodes make tens of MiB, far above admission's limit.
+    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0)
 
 
 class Remediation(_Section):

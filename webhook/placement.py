@@ -239,5 +239,9 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
                     tips.append(f"batch {b} (vramgate.io/batch-size)")
                     break
     if not tips:
-        tips.append("a smaller model, or nodes with larger GPUs")
+        most = max(n.capacity for n in nodes)
+        floor = run_estimate(req.but(precision="int4", gpus=max(most, req.gpus), context=min(req.context, 2048),
+                                     batch=1))
+        tips.append(f"a smaller model, or nodes with larger GPUs (even int4 on {floor.request.gpus} GPU(s) with "
+                    f"2048 tokens needs {_gib(floor.per_gpu_mib)} GiB per GPU)")
     return tips

@@ -152,12 +152,13 @@ def test_malformed_arg_names_the_arg() -> None:
 
 def test_bad_gpu_quantity() -> None:
     c = {"name": "a", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "two"}}}
-    with pytest.raises(DeclarationError, match="nvidia.com/gpu"):
+    with pytest.raises(DeclarationError, match=r"nvidia\.com/gpu"):
         demand_of(pod(c))
 
 
 def test_cuda_from_annotation_image_and_env() -> None:
-    d = demand_of(pod(container(image="nvidia/cuda:12.2.0-runtime-ubuntu22.04"), annotations={"vramgate.io/vram": "1Gi"}))
+    one = {"vramgate.io/vram": "1Gi"}
+    d = demand_of(pod(container(image="nvidia/cuda:12.2.0-runtime-ubuntu22.04"), annotations=one))
     assert d is not None and d.cuda == (12, 2)
     d = demand_of(pod(container(image="pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime"),
                       annotations={"vramgate.io/vram": "1Gi"}))

@@ -1,0 +1,116 @@
+"""Node fit, cluster verdicts with suggestions, and scores."""
+
+import pytest
+
+from webhook.catalog import builtin_catalog
+from webhook.config import Config
+from webhook.demand import Demand, read_demand
+from webhook.inventory import node_gpus
+from webhook.placement import Code, Need, cluster_verdict, fit, score
+from webhook.workload import pod_view
+
+from .helpers import container, cpu_node, gpu_node, pod
+
+CFG = Config()
+
+
+def n(**kw: object):  # type: ignore[no-untyped-def]
+    return node_gpus(gpu_node(kw.pop("name", "n"), **kw), CFG)  # type: ignore[arg-type]
+
+
+def demand(obj: dict) -> Demand:
+    view = pod_view(obj)
+    assert view is not None
+    d = read_demand(view, CFG, builtin_catalog())
+    assert d is not None
+    return d
+
+
+NEED_20G = Need(gpus=1, per_gpu_mib=20 * 1024, utilization=0.9)
+
+
+def test_fit_codes() -> None:
+    assert fit(NEED_20G, n(mem=81920), free=8).code is Code.FITS
+    small = fit(NEED_20G, n(mem=16384, product="Tesla-T4"), free=1)
+    assert small.code is Code.VRAM_TOO_SMALL and not small.resolvable and "Tesla-T4" in small.reason
+    assert fit(Need(4, 1024), n(gpus=2), free=2).code is Code.TOO_FEW_GPUS
+    assert fit(Need(4, 1024), n(gpus=8, allocatable=3), free=3).code is Code.GPU_FAULT  # 5 of 8 bad → unhealthy
+    busy = fit(Need(4, 1024), n(gpus=8), free=2)
+    assert busy.code is Code.GPUS_BUSY and busy.resolvable
+    assert fit(Need(1, 1024, cuda=(12, 2)), n(driver=470), free=8).code is Code.DRIVER_TOO_OLD
+    assert fit(Need(1, 1024, cuda=(12, 2)), n(driver=None), free=8).code is Code.FITS  # unknown driver: no claim
+    assert fit(Need(1, 1024), n(capacity=False), free=0).code is Code.NO_DEVICE_PLUGIN
+    cond = [{"type": "SysLogsXIDError", "status": "True", "message": "XID 79"}]
+    assert fit(Need(1, 1024), n(conditions=cond), free=8).code is Code.GPU_FAULT
+    assert fit(Need(1, 1024), node_gpus(cpu_node("c"), CFG), free=0).code is Code.NO_GPUS
+    unknown = n()
+    object.__setattr__(unknown, "vram_mib", 0)
+    assert fit(NEED_20G, unknown, free=8).code is Code.VRAM_UNKNOWN
+    assert fit(Need(1, None), unknown, free=8).code is Code.FITS  # no VRAM claim, no VRAM check
+
+
+def test_ever_ignores_health_and_use() -> None:
+    cond = [{"type": "GpuMemWatch", "status": "True"}]
+    assert fit(Need(4, 1024), n(conditions=cond), free=0, ever=True).fits
+    assert fit(Need(4, 1024), n(gpus=8, allocatable=2), free=0, ever=True).fits
+    assert fit(Need(16, 1024), n(gpus=8), ever=True).code is Code.TOO_FEW_GPUS
+
+
+def test_binpack_prefers_tightest_spread_prefers_emptiest() -> None:
+    need = Need(1, 20 * 1024, 0.9)
+    tight, loose = n(name="l4", mem=23034), n(name="h100", mem=81920)
+    assert score(need, tight, 1) > score(need, loose, 8)
+    assert score(need, tight, 1, "spread") < score(need, loose, 8, "spread")
+    for s in (score(need, tight, 1), score(need, loose, 8), score(Need(8, None), loose, 8, "spread")):
+        assert 0 <= s <= 10
+    full = n(name="a", gpus=8)
+    assert score(Need(1, 1024), full, 1) >= score(Need(1, 1024), full, 8)
+
+
+def test_seed_15b_rejected_on_4gib_cluster_with_contract_message() -> None:
+    d = demand(pod(container(), annotations={"vramgate.io/model-params": "15B", "vramgate.io/precision": "fp16"},
+                   name="llm-15b"))
+    nodes = [n(name="t1000", mem=4096, product="NVIDIA-T1000", gpus=1), node_gpus(cpu_node("c"), CFG)]
+    v = cluster_verdict(d, nodes)
+    assert not v.admit and v.code is Code.VRAM_TOO_SMALL
+    assert v.message.startswith("pod/llm-15b: needs ")
+    assert "GiB VRAM per GPU (weights 27.9 GiB (15B × fp16)" in v.message
+    assert "the largest GPU in the cluster has 4 GiB (t1000, NVIDIA-T1000" in v.message
+    assert ". Try: " in v.message
+
+
+def test_suggestions_are_computed() -> None:
+    d = demand(pod(container(env={"MODEL_NAME": "llama-3-8b-instruct"})))
+    v = cluster_verdict(d, [n(name="t4", mem=15360, product="Tesla-T4", gpus=4)])
+    assert not v.admit
+    text = " ".join(v.suggestions)
+    assert "fp8 weights" in text and "2 GPUs per pod" in text
+    long_ctx = demand(pod(container(gpus=1, env={"MODEL_NAME": "llama-3.1-8b-instruct"})))
+    v2 = cluster_verdict(long_ctx, [n(name="a10", mem=23028, product="NVIDIA-A10G", gpus=1)])
+    assert not v2.admit and any(s.startswith("--max-model-len ") for s in v2.suggestions)
+    ctx = int(next(s for s in v2.suggestions if s.startswith("--max-model-len")).split()[1])
+    assert 8192 <= ctx < 131072
+
+
+def test_admits_when_any_node_ever_fits_and_without_gpu_nodes() -> None:
+    d = demand(pod(container(env={"MODEL_NAME": "llama-3-8b-instruct"})))
+    assert cluster_verdict(d, [n(name="t4", mem=15360), n(name="a100", mem=81920)]).admit
+    none = cluster_verdict(d, [node_gpus(cpu_node("c"), CFG)])
+    assert none.admit and "not checked" in none.message
+
+
+def test_gpu_count_and_driver_rejections() -> None:
+    d = demand(pod(container(gpus=16), annotations={"vramgate.io/vram": "16Gi"}))
+    v = cluster_verdict(d, [n(name="a", gpus=8)])
+    assert not v.admit and v.code is Code.TOO_FEW_GPUS and "needs 16 GPUs on one node" in v.message
+    d2 = demand(pod(container(image="nvidia/cuda:12.4.0-runtime-ubuntu22.04"), annotations={"vramgate.io/vram": "1Gi"}))
+    v2 = cluster_verdict(d2, [n(name="old", driver=470)])
+    assert not v2.admit and v2.code is Code.DRIVER_TOO_OLD and "CUDA 12.4" in v2.message and "525" in v2.message
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8])
+def test_more_gpus_fit_on_more_nodes(gpus: int) -> None:
+    d = demand(pod(container(gpus=gpus, env={"MODEL_NAME": "llama-3.1-70b-instruct"}),
+                   annotations={"vramgate.io/context-length": "8192"}))
+    v = cluster_verdict(d, [n(name="h100", mem=81559, product="NVIDIA-H100-80GB-HBM3", gpus=8)])
+    assert v.admit == (gpus >= 2)

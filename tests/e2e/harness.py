@@ -77,6 +77,25 @@ def missing_binaries(directory: Path | None = None) -> list[str]:
     return [b for b in BINARIES if not os.access(d / b, os.X_OK)]
 
 
+def new_run_dir(keep: int = 5) -> Path:
+    """A fresh ``_artifacts/run-<time>-<pid>/`` for one control plane's logs; ``_artifacts/latest``
+    points at it. Only the newest ``keep`` run directories are kept. Separate directories let
+    two suites run from the same checkout at once without clobbering each other's logs."""
+    ARTIFACTS_DIR.mkdir(parents=True, exist_ok=True)
+    run = ARTIFACTS_DIR / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    run.mkdir(exist_ok=True)
+    latest = ARTIFACTS_DIR / "latest"
+    with contextlib.suppress(OSError):
+        tmp = ARTIFACTS_DIR / f".latest-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run.name)
+        tmp.replace(latest)
+    old = sorted((d for d in ARTIFACTS_DIR.glob("run-*") if d.is_dir()), key=lambda d: d.stat().st_mtime)
+    for d in old[:-keep]:
+        shutil.rmtree(d, ignore_errors=True)
+    return run
+
+
 class HarnessError(RuntimeError):
     """The control plane could not be brought up (the message carries log tails)."""
 
@@ -259,6 +278,7 @@ def make_pki(directory: Path) -> Pki:
         ("admin", "kubernetes-admin", "system:masters"),
         ("kube-controller-manager", "system:kube-controller-manager", None),
         ("kube-scheduler", "system:kube-scheduler", None),
+        ("front-proxy-client", "front-proxy-client", None),
     ):
         key, cert = leaf(name(cn, org), [ExtendedKeyUsageOID.CLIENT_AUTH])
         crt_path, key_path = directory / f"{ident}.crt", directory / f"{ident}.key"
@@ -346,16 +366,14 @@ class ControlPlane:
     ``client_key`` (admin), ``tmpdir``, ``logs_dir``, ``bin_dir``, ``version``.
     """
 
-    def __init__(
-        self, tmpdir: Path | None = None, logs_dir: Path = ARTIFACTS_DIR, binaries: Path | None = None
-    ) -> None:
+    def __init__(self, tmpdir: Path | None = None, logs_dir: Path | None = None, binaries: Path | None = None) -> None:
         self.bin_dir = binaries or bin_dir()
         missing = missing_binaries(self.bin_dir)
         if missing:
             raise FileNotFoundError(f"missing e2e binaries {missing} in {self.bin_dir}; build them with: {BUILD_CMD}")
         self._own_tmp = tmpdir is None
         self.tmpdir = Path(tmpdir or tempfile.mkdtemp(prefix="vramgate-e2e-"))
-        self.logs_dir = logs_dir
+        self.logs_dir = logs_dir or new_run_dir()
         self.version = KUBE_VERSION
         self.procs: dict[str, Process] = {}
         self.scheduler_extenders: list[dict[str, Any]] | None = None
@@ -374,8 +392,6 @@ class ControlPlane:
     def start(self, timeout: float = 120.0) -> ControlPlane:
         t0 = time.monotonic()
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        for b in BINARIES:
-            (self.logs_dir / f"{b}.log").unlink(missing_ok=True)
         try:
             self.pki = make_pki(self.tmpdir / "pki")
             self.ca = self.pki.ca_crt
@@ -462,6 +478,9 @@ class ControlPlane:
                 f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
+                # A loopback advertise address is refused by the endpoint reconcilers; the
+                # `kubernetes` Service then has no endpoints, which nothing here needs.
+                "--endpoint-reconciler-type=none",
                 f"--secure-port={self.ports['apiserver']}",
                 f"--cert-dir={self.tmpdir / 'apiserver-certs'}",
                 f"--tls-cert-file={pki.serving_crt}",
@@ -476,6 +495,15 @@ class ControlPlane:
                 # No kubelet, no node-lifecycle controller: see the module docstring.
                 "--disable-admission-plugins=TaintNodesByCondition",
                 "--allow-privileged=true",
+                # Front-proxy (request-header) auth, so that delegated authn in KCM/scheduler
+                # (and any aggregated API) finds a complete extension-apiserver-authentication.
+                f"--requestheader-client-ca-file={pki.ca_crt}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki.clients['front-proxy-client'][0]}",
+                f"--proxy-client-key-file={pki.clients['front-proxy-client'][1]}",
                 "--profiling=false",
                 "--v=1",
             ],
@@ -549,6 +577,16 @@ class ControlPlane:
         )
         self.scheduler_extenders = extenders
         self._wait("kube-scheduler", lambda: self._component_healthz(port, "/readyz"), timeout)
+
+    @contextlib.contextmanager
+    def scheduler_with_extenders(self, extenders: list[dict[str, Any]]) -> Iterator[ControlPlane]:
+        """``with cluster.scheduler_with_extenders([...]):`` runs the scheduler with extenders,
+        then restarts it without them."""
+        self.start_scheduler(extenders)
+        try:
+            yield self
+        finally:
+            self.start_scheduler(None)
 
     # ---------------------------------------------------------------- readiness
 

@@ -3,7 +3,10 @@ nodes can be faked through the API, and the real kube-scheduler binds pods to th
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
+from typing import Any, ClassVar
 
 import pytest
 
@@ -101,3 +104,59 @@ def test_gpu_pod_lands_on_node_with_free_gpus(cluster: ControlPlane, gpu_nodes, 
     }
     cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
     assert cluster.wait_pod_bound("gpu", namespace, timeout=30) == "e2e-l4-ok"
+
+
+class _Extender(http.server.BaseHTTPRequestHandler):
+    """A scheduler extender that keeps only nodes named in ``allowed``; records calls."""
+
+    allowed: ClassVar[set[str]] = set()
+    calls: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        args = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls.append({"path": self.path, "args": args})
+        names = args.get("NodeNames") or []
+        result = {
+            "NodeNames": [n for n in names if n in self.allowed],
+            "FailedNodes": {n: "not allowed by test extender" for n in names if n not in self.allowed},
+            "Error": "",
+        }
+        body = json.dumps(result).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_scheduler_calls_extender(cluster: ControlPlane, gpu_nodes, namespace: str) -> None:
+    gpu_nodes("e2e-ext-a", gpus=0)
+    gpu_nodes("e2e-ext-b", gpus=0)
+    _Extender.allowed, _Extender.calls = {"e2e-ext-b"}, []
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Extender)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    extender = {
+        "urlPrefix": f"http://127.0.0.1:{srv.server_address[1]}/scheduler",
+        "filterVerb": "filter",
+        "nodeCacheCapable": True,
+        "weight": 1,
+    }
+    try:
+        with cluster.scheduler_with_extenders([extender]):
+            assert cluster.scheduler_extenders == [extender]
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "ext"},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+            }
+            cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+            assert cluster.wait_pod_bound("ext", namespace) == "e2e-ext-b"
+    finally:
+        srv.shutdown()
+    assert cluster.scheduler_extenders is None
+    assert _Extender.calls and _Extender.calls[0]["path"] == "/scheduler/filter"
+    assert set(_Extender.calls[0]["args"]["NodeNames"]) >= {"e2e-ext-a", "e2e-ext-b"}

@@ -21,7 +21,7 @@ serve: $(STAMP)
 	$(BIN)/vramgate serve --dev --nodes examples/cluster.yaml --port 8443
 
 ## test: the whole suite — unit, HTTP, chart and end-to-end (builds the control plane on first run)
-test: $(STAMP) e2e-bin
+test: $(STAMP) e2e-bin chart
 	$(BIN)/pytest tests -q
 
 unit: $(STAMP)
@@ -29,6 +29,10 @@ unit: $(STAMP)
 
 e2e-bin:
 	bash tests/e2e/build.sh
+
+## chart: install helm (Go module proxy) into .cache/bin for the chart tests
+chart:
+	bash tests/chart/install_helm.sh
 
 e2e: $(STAMP) e2e-bin
 	$(BIN)/pytest tests/e2e -q -m e2e

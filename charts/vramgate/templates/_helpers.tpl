@@ -1,0 +1,335 @@
+{{/* Names, labels and shared fragments. */}}
+
+{{- define "vramgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "vramgate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "vramgate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Standard labels; call with (dict "ctx" $ "component" "webhook"). */}}
+{{- define "vramgate.labels" -}}
+helm.sh/chart: {{ include "vramgate.chart" .ctx }}
+{{ include "vramgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: vramgate
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "vramgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "vramgate.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "vramgate.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* Object names. */}}
+{{- define "vramgate.webhookName" -}}{{ include "vramgate.fullname" . }}-webhook{{- end }}
+{{- define "vramgate.schedulerName" -}}{{ include "vramgate.fullname" . }}-scheduler{{- end }}
+{{- define "vramgate.extenderName" -}}{{ include "vramgate.fullname" . }}-extender{{- end }}
+{{- define "vramgate.controllerName" -}}{{ include "vramgate.fullname" . }}-controller{{- end }}
+{{- define "vramgate.certsJobName" -}}{{ include "vramgate.fullname" . }}-certs{{- end }}
+{{- define "vramgate.configMapName" -}}{{ include "vramgate.fullname" . }}-config{{- end }}
+{{- define "vramgate.mutatingName" -}}{{ include "vramgate.fullname" . }}{{- end }}
+{{- define "vramgate.validatingName" -}}{{ include "vramgate.fullname" . }}{{- end }}
+{{- define "vramgate.leaseName" -}}
+{{- $c := .Values.config.controller | default dict }}
+{{- default (printf "%s-controller" (include "vramgate.fullname" .)) $c.lease_name }}
+{{- end }}
+
+{{/* The Secret every pod mounts (tls.crt, tls.key, ca.crt). */}}
+{{- define "vramgate.tlsSecretName" -}}
+{{- if eq .Values.certs.mode "provided" }}
+{{- required "certs.secretName is required in certs.mode=provided (an existing kubernetes.io/tls Secret)" .Values.certs.secretName }}
+{{- else }}
+{{- default (printf "%s-tls" (include "vramgate.fullname" .)) .Values.certs.secretName }}
+{{- end }}
+{{- end }}
+
+{{/* The DNS name the serving cert is issued for and clients verify. */}}
+{{- define "vramgate.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "vramgate.webhookName" .) .Release.Namespace }}
+{{- end }}
+
+{{/* Namespaces the webhooks never see: kube-system, the release namespace, webhook.excludedNamespaces. */}}
+{{- define "vramgate.excludedNamespaces" -}}
+{{- $ns := list "kube-system" .Release.Namespace }}
+{{- range .Values.webhook.excludedNamespaces }}{{- $ns = append $ns . }}{{- end }}
+{{- toJson ($ns | uniq) }}
+{{- end }}
+
+{{/*
+The caBundle to render into the webhook configurations, or "" when something else owns it: url and
+provided modes take certs.caBundle; in selfSigned mode the certs hook Jobs patch it in, and in
+certManager mode cainjector does. Helm never renders it then, so upgrades never overwrite it.
+*/}}
+{{- define "vramgate.caBundle" -}}
+{{- if or (eq .Values.webhook.clientConfig "url") (eq .Values.certs.mode "provided") }}
+{{- .Values.certs.caBundle }}
+{{- end }}
+{{- end }}
+
+{{/*
+A webhook's failure policy. In selfSigned+service mode before the first install's post-install hook
+has run (no TLS Secret yet, or `helm template`) it is Ignore, so that nothing is blocked by a
+webhook whose CA kube-apiserver does not know yet; the post-install hook patches in the caBundle
+and the configured policy together. Upgrades find the Secret and render the configured policy.
+*/}}
+{{- define "vramgate.failurePolicy" -}}
+{{- $ctx := .ctx }}
+{{- if and (eq $ctx.Values.certs.mode "selfSigned") (eq $ctx.Values.webhook.clientConfig "service") (not (lookup "v1" "Secret" $ctx.Release.Namespace (include "vramgate.tlsSecretName" $ctx))) }}
+{{- "Ignore" }}
+{{- else }}
+{{- .policy }}
+{{- end }}
+{{- end }}
+
+{{- define "vramgate.clientConfig" -}}
+{{- $ctx := .ctx }}
+{{- if eq $ctx.Values.webhook.clientConfig "url" -}}
+url: {{ printf "%s%s" (required "webhook.url is required when webhook.clientConfig=url" $ctx.Values.webhook.url | trimSuffix "/") .path | quote }}
+{{- else -}}
+service:
+  name: {{ include "vramgate.webhookName" $ctx }}
+  namespace: {{ $ctx.Release.Namespace }}
+  path: {{ .path }}
+  port: 443
+{{- end }}
+{{- with include "vramgate.caBundle" $ctx }}
+caBundle: {{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "vramgate.webhookSelectors" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ include "vramgate.excludedNamespaces" . }}
+    - key: vramgate.io/enforcement
+      operator: NotIn
+      values: ["off"]
+objectSelector:
+  matchExpressions:
+    - key: vramgate.io/skip
+      operator: NotIn
+      values: ["true"]
+{{- end }}
+
+{{/* The config file: values.config plus the keys the chart owns. */}}
+{{- define "vramgate.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- if and (hasKey $cfg "namespace") (ne (toString $cfg.namespace) .Release.Namespace) }}
+{{- fail (printf "config.namespace (%v) must be the release namespace (%s): the chart grants Lease access there" $cfg.namespace .Release.Namespace) }}
+{{- end }}
+{{- $_ := set $cfg "namespace" .Release.Namespace }}
+{{- $adm := $cfg.admission | default dict }}
+{{- if not (hasKey $adm "excluded_namespaces") }}
+{{- $_ := set $adm "excluded_namespaces" (include "vramgate.excludedNamespaces" . | fromJsonArray) }}
+{{- end }}
+{{- if and .Values.scheduler.enabled (not (hasKey $adm "scheduler_name")) }}
+{{- $_ := set $adm "scheduler_name" .Values.scheduler.name }}
+{{- end }}
+{{- $_ := set $cfg "admission" $adm }}
+{{- $ctl := $cfg.controller | default dict }}
+{{- $_ := set $ctl "lease_name" (include "vramgate.leaseName" .) }}
+{{- $rem := $ctl.remediation | default dict }}
+{{- if and (hasKey $rem "enabled") (ne $rem.enabled .Values.controller.remediation.enabled) }}
+{{- fail "config.controller.remediation.enabled disagrees with controller.remediation.enabled: set only controller.remediation.enabled (it also grants pods/eviction)" }}
+{{- end }}
+{{- $_ := set $rem "enabled" .Values.controller.remediation.enabled }}
+{{- $_ := set $ctl "remediation" $rem }}
+{{- $_ := set $cfg "controller" $ctl }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* Default spread for a component: one replica per node where possible, then per zone. */}}
+{{- define "vramgate.spread" -}}
+{{- $v := .values }}
+{{- if $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml $v.topologySpreadConstraints | nindent 2 }}
+{{- else }}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: ScheduleAnyway
+    nodeTaintsPolicy: Honor
+    labelSelector:
+      matchLabels:
+        {{- include "vramgate.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 8 }}
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    nodeTaintsPolicy: Honor
+    labelSelector:
+      matchLabels:
+        {{- include "vramgate.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 8 }}
+{{- end }}
+affinity:
+{{- if $v.affinity }}
+  {{- toYaml $v.affinity | nindent 2 }}
+{{- else }}
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "vramgate.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 14 }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "vramgate.podSecurityContext" -}}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "vramgate.containerSecurityContext" -}}
+securityContext:
+  {{- toYaml .Values.containerSecurityContext | nindent 2 }}
+{{- end }}
+
+{{/* Environment every vramgate container gets. */}}
+{{- define "vramgate.env" -}}
+env:
+  - name: POD_NAME
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.name
+  - name: POD_NAMESPACE
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.namespace
+{{- end }}
+
+{{/* HTTPS probes on a vramgate container's port. */}}
+{{- define "vramgate.httpsProbes" -}}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: {{ . }}
+    scheme: HTTPS
+  initialDelaySeconds: 5
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 3
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: {{ . }}
+    scheme: HTTPS
+  periodSeconds: 5
+  timeoutSeconds: 3
+  failureThreshold: 2
+{{- end }}
+
+{{/* The args of `vramgate serve` for a role; call with (dict "ctx" $ "role" "webhook" "port" 8443 "host" "0.0.0.0"). */}}
+{{- define "vramgate.serveArgs" -}}
+command: ["vramgate"]
+args:
+  - serve
+  - --role
+  - {{ .role }}
+  - --config
+  - /etc/vramgate/config.yaml
+  - --tls-cert
+  - /certs/tls.crt
+  - --tls-key
+  - /certs/tls.key
+  - --host
+  - {{ .host | quote }}
+  - --port
+  - {{ .port | quote }}
+{{- end }}
+
+{{- define "vramgate.volumeMounts" -}}
+volumeMounts:
+  - name: config
+    mountPath: /etc/vramgate
+    readOnly: true
+  - name: certs
+    mountPath: /certs
+    readOnly: true
+  - name: tmp
+    mountPath: /tmp
+{{- end }}
+
+{{- define "vramgate.volumes" -}}
+volumes:
+  - name: config
+    configMap:
+      name: {{ include "vramgate.configMapName" . }}
+  - name: certs
+    secret:
+      secretName: {{ include "vramgate.tlsSecretName" . }}
+  - name: tmp
+    emptyDir:
+      sizeLimit: 64Mi
+{{- end }}
+
+{{/* Pod annotations that roll pods when the config changes. */}}
+{{- define "vramgate.podAnnotations" -}}
+checksum/config: {{ include "vramgate.config" .ctx | sha256sum }}
+{{- with .values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "vramgate.pdb" -}}
+{{- if and .values.pdb.enabled (gt (int .values.replicas) 1) }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "vramgate.labels" (dict "ctx" .ctx "component" .component) | nindent 4 }}
+spec:
+  minAvailable: {{ .values.pdb.minAvailable }}
+  selector:
+    matchLabels:
+      {{- include "vramgate.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 6 }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,703 @@
+"""charts/vramgate: lint, schema, Kubernetes validity of every rendered object, and the wiring."""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.chart.conftest import Render
+from tests.chart.render import CHART, ROOT, HelmError, find, one, render_chart, run_helm, url_mode_values
+from webhook.config import Config, load_config
+from webhook.metrics import Metrics
+
+K8S_SCHEMA_VERSION = "1.37.0"
+NS = "gpu-system"
+CA_B64 = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+# Kinds that are CRDs (no schema in kubernetes-validate): their structure is asserted below instead.
+CRD_KINDS = {
+    ("cert-manager.io/v1", "Issuer"),
+    ("cert-manager.io/v1", "Certificate"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
+
+ALL_ON: dict[str, Any] = {
+    "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+    "prometheusRule": {"enabled": True},
+    "networkPolicy": {"enabled": True, "from": [{"namespaceSelector": {"matchLabels": {"team": "platform"}}}]},
+    "standaloneExtender": {"enabled": True},
+    "controller": {"remediation": {"enabled": True}},
+    "scheduler": {"extender": {"verifyTLS": True}},
+    "webhook": {"excludedNamespaces": ["gpu-operator"]},
+}
+MODES: dict[str, dict[str, Any]] = {
+    "selfSigned": {},
+    "certManager": {"certs": {"mode": "certManager"}},
+    "certManager-issuer": {"certs": {"mode": "certManager", "certManager": {"issuerRef": {
+        "name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}}}},
+    "provided": {"certs": {"mode": "provided", "secretName": "my-tls", "caBundle": CA_B64}},
+    "url": url_mode_values("https://127.0.0.1:18443", CA_B64),
+    "url-selfSigned": {"webhook": {"clientConfig": "url", "url": "https://127.0.0.1:18443"},
+                       "certs": {"caBundle": CA_B64}},
+    "all-on": ALL_ON,
+    "all-on-certManager": {**ALL_ON, "certs": {"mode": "certManager"}},
+    "minimal": {"scheduler": {"enabled": False}, "controller": {"enabled": False},
+                "priorityClasses": {"enabled": False}},
+}
+
+
+def merged(*parts: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in parts:
+        for k, v in part.items():
+            out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def pods(objs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(owner name, pod spec) for every Deployment and Job."""
+    out = []
+    for o in objs:
+        if o["kind"] in ("Deployment", "Job"):
+            out.append((f"{o['kind']}/{o['metadata']['name']}", o["spec"]["template"]["spec"]))
+    return out
+
+
+def config_of(objs: list[dict[str, Any]], tmp_path: Path, name: str = "vramgate-config") -> Config:
+    text = one(objs, "ConfigMap", name)["data"]["config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def webhooks(objs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    m = one(objs, "MutatingWebhookConfiguration")["webhooks"]
+    v = one(objs, "ValidatingWebhookConfiguration")["webhooks"]
+    assert len(m) == 1 and len(v) == 1
+    return m[0], v[0]
+
+
+def scheduler_config(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    cm = one(objs, "ConfigMap", "vramgate-scheduler-config")
+    cfg: dict[str, Any] = yaml.safe_load(cm["data"]["config.yaml"])
+    return cfg
+
+
+def rules_of(objs: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = one(objs, kind, name)["rules"]
+    return rules
+
+
+def grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# lint, schema, validity
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["selfSigned", "certManager", "provided", "url", "all-on", "minimal"])
+def test_helm_lint_strict(helm: str, mode: str, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(MODES[mode]))
+    out = run_helm("lint", "--strict", str(CHART), "--namespace", NS, "-f", str(values),
+                   "--kube-version", "1.37.2")
+    assert "0 chart(s) failed" in out
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_every_object_is_valid(render: Render, mode: str) -> None:
+    """Core kinds pass kubernetes-validate (strict: no unknown fields); CRD kinds are checked below."""
+    objs = render(MODES[mode], namespace=NS)
+    assert objs
+    for o in objs:
+        key = (o["apiVersion"], o["kind"])
+        if key in CRD_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(o, K8S_SCHEMA_VERSION, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            pytest.fail(f"{key} has no core schema and is not a known CRD kind")
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{o['kind']}/{o['metadata']['name']} ({mode}): {exc.message} at {list(exc.path)}")
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_rendered_config_loads(render: Render, mode: str, tmp_path: Path) -> None:
+    cfg = config_of(render(MODES[mode], namespace=NS), tmp_path)
+    assert cfg.namespace == NS
+    assert {"kube-system", NS} <= set(cfg.admission.excluded_namespaces)
+    assert cfg.controller.lease_name == "vramgate-controller"
+
+
+def test_values_yaml_config_default_validates(tmp_path: Path) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(values["config"]))
+    load_config(path)
+
+
+def test_values_schema_in_sync() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "tests/chart/values_schema.py"), "--check"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _closed_everywhere(node: Any, path: str, bad: list[str]) -> None:
+    if isinstance(node, dict):
+        if "properties" in node and node.get("additionalProperties") is not False:
+            bad.append(path or "/")
+        for k, v in node.items():
+            _closed_everywhere(v, f"{path}/{k}", bad)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _closed_everywhere(v, f"{path}/{i}", bad)
+
+
+def test_schema_closed_at_every_defined_level() -> None:
+    import json
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    bad: list[str] = []
+    _closed_everywhere(schema, "", bad)
+    assert not bad, f"objects without additionalProperties: false: {bad}"
+    assert set(schema["properties"]) == set(yaml.safe_load((CHART / "values.yaml").read_text()))
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"bogus": 1}, "bogus"),
+    ({"webhook": {"replicaz": 2}}, "replicaz"),
+    ({"webhook": {"replicas": 1}}, "replicas"),
+    ({"webhook": {"timeoutSeconds": 11}}, "timeoutSeconds"),
+    ({"webhook": {"failurePolicy": {"validating": "Deny"}}}, "failurePolicy"),
+    ({"certs": {"mode": "vault"}}, "mode"),
+    ({"config": {"admission": {"enforcment": "warn"}}}, "enforcment"),
+    ({"config": {"gpu_memory_utilization": 1.5}}, "gpu_memory_utilization"),
+    ({"certs": {"mode": "provided", "caBundle": CA_B64}}, "certs.secretName is required"),
+    ({"certs": {"mode": "provided", "secretName": "x"}}, "certs.caBundle"),
+    ({"webhook": {"clientConfig": "url"}, "certs": {"caBundle": CA_B64}}, "webhook.url is required"),
+    ({"config": {"namespace": "elsewhere"}}, "release namespace"),
+    ({"config": {"controller": {"remediation": {"enabled": True}}}}, "controller.remediation.enabled"),
+])
+def test_bad_values_are_refused(helm: str, values: dict[str, Any], message: str) -> None:
+    with pytest.raises(HelmError, match=re.escape(message)):
+        render_chart(values, namespace=NS)
+
+
+# ---------------------------------------------------------------------------------------------
+# labels and references
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["all-on", "certManager", "provided"])
+def test_standard_labels_everywhere(render: Render, mode: str) -> None:
+    for o in render(MODES[mode], namespace=NS):
+        labels = o["metadata"].get("labels") or {}
+        for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+                    "app.kubernetes.io/managed-by", "app.kubernetes.io/component", "helm.sh/chart"):
+            assert key in labels, f"{o['kind']}/{o['metadata']['name']} lacks {key}"
+        assert labels["app.kubernetes.io/instance"] == "vramgate"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_references_resolve(render: Render, mode: str) -> None:
+    """Selectors select their pods; ServiceAccounts, ConfigMaps and role refs exist."""
+    objs = render(MODES[mode], namespace=NS)
+    sas = {o["metadata"]["name"] for o in find(objs, "ServiceAccount")}
+    cms = {o["metadata"]["name"] for o in find(objs, "ConfigMap")}
+    templates = [o["spec"]["template"]["metadata"]["labels"] for o in find(objs, "Deployment")]
+    for d in find(objs, "Deployment"):
+        sel = d["spec"]["selector"]["matchLabels"]
+        assert sel.items() <= d["spec"]["template"]["metadata"]["labels"].items()
+    for svc in find(objs, "Service"):
+        sel = svc["spec"]["selector"]
+        assert sum(sel.items() <= t.items() for t in templates) == 1, svc["metadata"]["name"]
+    for pdb in find(objs, "PodDisruptionBudget"):
+        sel = pdb["spec"]["selector"]["matchLabels"]
+        assert sum(sel.items() <= t.items() for t in templates) == 1
+    for owner, spec in pods(objs):
+        assert spec["serviceAccountName"] in sas, owner
+        for vol in spec.get("volumes", []):
+            if "configMap" in vol:
+                assert vol["configMap"]["name"] in cms, owner
+    roles = {(o["metadata"]["name"]) for o in find(objs, "Role")} | {"extension-apiserver-authentication-reader"}
+    cluster_roles = {o["metadata"]["name"] for o in find(objs, "ClusterRole")}
+    for b in find(objs, "RoleBinding") + find(objs, "ClusterRoleBinding"):
+        ref = b["roleRef"]
+        if ref["kind"] == "Role":
+            assert ref["name"] in roles
+        elif not ref["name"].startswith("system:"):
+            assert ref["name"] in cluster_roles
+        for s in b["subjects"]:
+            assert s["name"] in sas and s["namespace"] == NS
+
+
+# ---------------------------------------------------------------------------------------------
+# webhook configurations
+# ---------------------------------------------------------------------------------------------
+
+
+def _rule_set(hook: dict[str, Any]) -> set[tuple[str, str, tuple[str, ...]]]:
+    return {(g, r, tuple(rule["operations"])) for rule in hook["rules"] for g in rule["apiGroups"]
+            for r in rule["resources"]}
+
+
+def test_webhook_rules_paths_and_selectors(render: Render) -> None:
+    objs = render(MODES["all-on"], namespace=NS)
+    m, v = webhooks(objs)
+    assert m["name"] == "mutate.vramgate.io" and v["name"] == "validate.vramgate.io"
+    assert m["clientConfig"]["service"] == {"name": "vramgate-webhook", "namespace": NS, "path": "/mutate", "port": 443}
+    assert v["clientConfig"]["service"]["path"] == "/validate"
+    for hook in (m, v):
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["sideEffects"] == "None"
+        assert 1 <= hook["timeoutSeconds"] <= 10
+        assert hook["namespaceSelector"] == {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS, "gpu-operator"]},
+            {"key": "vramgate.io/enforcement", "operator": "NotIn", "values": ["off"]},
+        ]}
+        assert hook["objectSelector"] == {"matchExpressions": [
+            {"key": "vramgate.io/skip", "operator": "NotIn", "values": ["true"]}]}
+    assert m["reinvocationPolicy"] == "IfNeeded"
+    assert "reinvocationPolicy" not in v
+    mut = _rule_set(m)
+    assert mut == {("", "pods", ("CREATE",)), ("batch", "jobs", ("CREATE",))}
+    val = _rule_set(v)
+    assert val == {(g, r, ("CREATE", "UPDATE")) for g, r in [
+        ("", "pods"), ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"),
+        ("apps", "daemonsets"), ("batch", "jobs"), ("batch", "cronjobs")]}
+    for hook in (m, v):
+        assert all(rule["apiVersions"] == ["v1"] and rule["scope"] == "Namespaced" for rule in hook["rules"])
+
+
+def test_failure_policies_from_values(render: Render) -> None:
+    m, v = webhooks(render(MODES["provided"], namespace=NS))
+    assert (m["failurePolicy"], v["failurePolicy"]) == ("Ignore", "Fail")
+    assert m["clientConfig"]["caBundle"] == CA_B64 == v["clientConfig"]["caBundle"]
+    flipped = merged(MODES["provided"], {"webhook": {"failurePolicy": {"mutating": "Fail", "validating": "Ignore"},
+                                                     "timeoutSeconds": 3}})
+    m, v = webhooks(render(flipped, namespace=NS))
+    assert (m["failurePolicy"], v["failurePolicy"]) == ("Fail", "Ignore")
+    assert m["timeoutSeconds"] == 3 == v["timeoutSeconds"]
+
+
+def test_certmanager_injects_ca(render: Render) -> None:
+    objs = render(MODES["certManager"], namespace=NS)
+    m, v = webhooks(objs)
+    assert (m["failurePolicy"], v["failurePolicy"]) == ("Ignore", "Fail")
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        cfg = one(objs, kind)
+        assert cfg["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NS}/vramgate-webhook"
+        assert "caBundle" not in cfg["webhooks"][0]["clientConfig"]
+    selfsigned = one(objs, "Issuer", "vramgate-selfsigned")
+    assert selfsigned["spec"] == {"selfSigned": {}}
+    ca = one(objs, "Certificate", "vramgate-ca")
+    assert ca["spec"]["isCA"] is True
+    assert ca["spec"]["issuerRef"]["name"] == "vramgate-selfsigned"
+    ca_issuer = one(objs, "Issuer", "vramgate-ca")
+    assert ca_issuer["spec"] == {"ca": {"secretName": ca["spec"]["secretName"]}}
+    serving = one(objs, "Certificate", "vramgate-webhook")
+    assert serving["spec"]["issuerRef"] == {"name": "vramgate-ca", "kind": "Issuer", "group": "cert-manager.io"}
+    assert serving["spec"]["dnsNames"] == [
+        "vramgate-webhook", f"vramgate-webhook.{NS}", f"vramgate-webhook.{NS}.svc",
+        f"vramgate-webhook.{NS}.svc.cluster.local"]
+    assert "server auth" in serving["spec"]["usages"]
+    for _, spec in pods(objs):
+        secrets = [vol["secret"]["secretName"] for vol in spec.get("volumes", []) if "secret" in vol]
+        assert secrets == [serving["spec"]["secretName"]]
+    assert not find(objs, "Job")
+
+
+def test_certmanager_external_issuer(render: Render) -> None:
+    objs = render(MODES["certManager-issuer"], namespace=NS)
+    assert not find(objs, "Issuer")
+    assert [c["metadata"]["name"] for c in find(objs, "Certificate")] == ["vramgate-webhook"]
+    assert one(objs, "Certificate")["spec"]["issuerRef"] == {
+        "name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+
+
+def test_self_signed_hooks(render: Render) -> None:
+    objs = render({}, namespace=NS)
+    m, v = webhooks(objs)
+    # No CA yet at render time: fail open until the post-install hook sets caBundle + the policies.
+    assert (m["failurePolicy"], v["failurePolicy"]) == ("Ignore", "Ignore")
+    assert "caBundle" not in m["clientConfig"] and "caBundle" not in v["clientConfig"]
+    create = one(objs, "Job", "vramgate-certs-create")
+    patch = one(objs, "Job", "vramgate-certs-patch")
+    assert create["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert patch["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    for job in (create, patch):
+        c = job["spec"]["template"]["spec"]["containers"][0]
+        assert c["command"] == ["python", "-m", "webhook.certs_job"]
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    cargs = create["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert cargs[:5] == ["create", "--namespace", NS, "--secret", "vramgate-tls"]
+    assert cargs[cargs.index("--service") + 1] == "vramgate-webhook"
+    pargs = patch["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert pargs[pargs.index("--mutating") + 1] == "vramgate"
+    assert pargs[pargs.index("--validating") + 1] == "vramgate"
+    assert pargs[pargs.index("--mutating-failure-policy") + 1] == "Ignore"
+    assert pargs[pargs.index("--validating-failure-policy") + 1] == "Fail"
+    # The job parses these args.
+    from webhook.certs_job import build_parser
+
+    assert build_parser().parse_args(cargs).service == "vramgate-webhook"
+    assert build_parser().parse_args(pargs).validating_failure_policy == "Fail"
+    # Hook RBAC exists before the Jobs run and is scoped by name.
+    weights = {(o["kind"], o["metadata"]["name"]): int(o["metadata"]["annotations"]["helm.sh/hook-weight"])
+               for o in objs if "helm.sh/hook" in (o["metadata"].get("annotations") or {})}
+    assert max(w for (k, _), w in weights.items() if k != "Job") < min(w for (k, _), w in weights.items() if k == "Job")
+    for o in objs:
+        ann = o["metadata"].get("annotations") or {}
+        if "helm.sh/hook" in ann:
+            assert ann["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    role = grants(rules_of(objs, "Role", "vramgate-certs"))
+    assert role == {("", "secrets", "create"), ("", "secrets", "get"), ("", "secrets", "update")}
+    named = [r for r in rules_of(objs, "Role", "vramgate-certs") if "get" in r["verbs"]]
+    assert named[0]["resourceNames"] == ["vramgate-tls"]
+    cr = rules_of(objs, "ClusterRole", "vramgate-certs")
+    assert {(r["resources"][0], tuple(r["resourceNames"]), tuple(r["verbs"])) for r in cr} == {
+        ("mutatingwebhookconfigurations", ("vramgate",), ("get", "patch")),
+        ("validatingwebhookconfigurations", ("vramgate",), ("get", "patch"))}
+
+
+def test_url_mode(render: Render) -> None:
+    objs = render(url_mode_values("https://127.0.0.1:18443/", CA_B64), namespace=NS)
+    m, v = webhooks(objs)
+    assert m["clientConfig"] == {"url": "https://127.0.0.1:18443/mutate", "caBundle": CA_B64}
+    assert v["clientConfig"] == {"url": "https://127.0.0.1:18443/validate", "caBundle": CA_B64}
+    assert (m["failurePolicy"], v["failurePolicy"]) == ("Ignore", "Fail")
+    assert not find(objs, "Job")
+    # selfSigned + url: the Secret is still made for in-cluster pods, but nothing patches the webhooks.
+    objs = render(MODES["url-selfSigned"], namespace=NS)
+    assert [j["metadata"]["name"] for j in find(objs, "Job")] == ["vramgate-certs-create"]
+    assert not find(objs, "ClusterRole", "vramgate-certs")
+    m, v = webhooks(objs)
+    assert m["clientConfig"]["caBundle"] == CA_B64 and v["failurePolicy"] == "Fail"
+
+
+# ---------------------------------------------------------------------------------------------
+# pods
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["all-on", "selfSigned", "certManager"])
+def test_restricted_security_context(render: Render, mode: str) -> None:
+    for owner, spec in pods(render(MODES[mode], namespace=NS)):
+        psc = spec["securityContext"]
+        assert psc["runAsNonRoot"] is True and psc["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert isinstance(psc["runAsUser"], int) and psc["runAsUser"] > 0
+        tmp_volumes = {vol["name"] for vol in spec["volumes"] if "emptyDir" in vol}
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 65532, owner
+            assert sc["readOnlyRootFilesystem"] is True, owner
+            assert sc["allowPrivilegeEscalation"] is False, owner
+            assert sc["capabilities"] == {"drop": ["ALL"]}, owner
+            assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, owner
+            assert any(m["mountPath"] == "/tmp" and m["name"] in tmp_volumes for m in c["volumeMounts"]), owner
+            assert c["resources"]["requests"] and c["resources"]["limits"]["memory"], owner
+
+
+def test_webhook_deployment(render: Render) -> None:
+    objs = render({}, namespace=NS)
+    d = one(objs, "Deployment", "vramgate-webhook")
+    spec = d["spec"]["template"]["spec"]
+    assert d["spec"]["replicas"] >= 2
+    assert d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert spec["serviceAccountName"] == "vramgate-webhook"
+    (c,) = spec["containers"]
+    assert c["image"] == "ghcr.io/vramgate/vramgate:0.1.0"
+    assert [*c["command"], *c["args"]][:10] == [
+        "vramgate", "serve", "--role", "webhook", "--config", "/etc/vramgate/config.yaml",
+        "--tls-cert", "/certs/tls.crt", "--tls-key", "/certs/tls.key"]
+    assert c["args"][-2:] == ["--port", "8443"]
+    assert c["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols[mounts["/etc/vramgate"]]["configMap"]["name"] == "vramgate-config"
+    assert vols[mounts["/certs"]]["secret"]["secretName"] == "vramgate-tls"
+    assert "emptyDir" in vols[mounts["/tmp"]]
+    # Spread across nodes.
+    tsc = spec["topologySpreadConstraints"]
+    assert any(t["topologyKey"] == "kubernetes.io/hostname" and t["maxSkew"] == 1 for t in tsc)
+    anti = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert anti["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook"
+    svc = one(objs, "Service", "vramgate-webhook")
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
+    pdb = one(objs, "PodDisruptionBudget", "vramgate-webhook")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"] == d["spec"]["selector"]
+    assert "checksum/config" in d["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_config_change_rolls_pods(render: Render) -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        d = one(render(values, namespace=NS), "Deployment", "vramgate-webhook")
+        return str(d["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
+
+    assert checksum({}) != checksum({"config": {"gpu_memory_utilization": 0.8}})
+
+
+def test_overrides(render: Render) -> None:
+    objs = render({"image": {"digest": "sha256:" + "a" * 64}, "webhook": {
+        "replicas": 3, "affinity": {"nodeAffinity": {}}, "topologySpreadConstraints": [
+            {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
+        "nodeSelector": {"role": "infra"}, "podAnnotations": {"a": "b"}}}, namespace=NS)
+    d = one(objs, "Deployment", "vramgate-webhook")
+    spec = d["spec"]["template"]["spec"]
+    assert d["spec"]["replicas"] == 3
+    assert spec["containers"][0]["image"] == "ghcr.io/vramgate/vramgate@sha256:" + "a" * 64
+    assert spec["affinity"] == {"nodeAffinity": {}}
+    assert spec["topologySpreadConstraints"][0]["maxSkew"] == 2
+    assert spec["nodeSelector"] == {"role": "infra"}
+    assert d["spec"]["template"]["metadata"]["annotations"]["a"] == "b"
+
+
+def test_controller_deployment(render: Render, tmp_path: Path) -> None:
+    objs = render({}, namespace=NS)
+    d = one(objs, "Deployment", "vramgate-controller")
+    assert d["spec"]["replicas"] == 2
+    c = d["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][:3] == ["serve", "--role", "controller"]
+    assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert config_of(objs, tmp_path).controller.remediation.enabled is False
+    on = render({"controller": {"remediation": {"enabled": True}}}, namespace=NS)
+    assert config_of(on, tmp_path).controller.remediation.enabled is True
+
+
+# ---------------------------------------------------------------------------------------------
+# scheduler
+# ---------------------------------------------------------------------------------------------
+
+
+def test_scheduler_configuration(render: Render, tmp_path: Path) -> None:
+    objs = render({}, namespace=NS)
+    cfg = scheduler_config(objs)
+    assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert cfg["kind"] == "KubeSchedulerConfiguration"
+    le = cfg["leaderElection"]
+    assert le["leaderElect"] is True and le["resourceName"] == "vramgate-scheduler"
+    assert le["resourceNamespace"] == NS and le["resourceLock"] == "leases"
+    assert cfg["profiles"] == [{"schedulerName": "vramgate-scheduler"}]
+    (ext,) = cfg["extenders"]
+    assert ext["urlPrefix"] == "https://127.0.0.1:8444/scheduler"
+    assert ext["filterVerb"] == "filter" and ext["prioritizeVerb"] == "prioritize"
+    assert ext["weight"] == 5 and ext["enableHTTPS"] is True
+    assert ext["tlsConfig"] == {"insecure": True}
+    assert ext["nodeCacheCapable"] is True
+    assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
+    assert ext["ignorable"] is False and ext["httpTimeout"] == "5s"
+    assert config_of(objs, tmp_path).admission.scheduler_name == "vramgate-scheduler"
+
+    d = one(objs, "Deployment", "vramgate-scheduler")
+    spec = d["spec"]["template"]["spec"]
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    sched, sidecar = spec["containers"]
+    assert sched["image"] == "registry.k8s.io/kube-scheduler:v1.37.2"
+    config_flag = next(a for a in sched["command"] if a.startswith("--config="))
+    mount = next(m for m in sched["volumeMounts"] if m["name"] == "scheduler-config")
+    assert config_flag == f"--config={mount['mountPath']}/config.yaml"
+    assert sched["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    args = sidecar["args"]
+    assert args[:3] == ["serve", "--role", "extender"]
+    assert args[args.index("--port") + 1] == "8444" and args[args.index("--host") + 1] == "127.0.0.1"
+    assert "--tls-cert" in args and "--config" in args
+    assert "8444/readyz" in " ".join(sidecar["readinessProbe"]["exec"]["command"])
+
+
+def test_scheduler_verify_tls_and_custom_name(render: Render, tmp_path: Path) -> None:
+    objs = render({"scheduler": {"name": "gpu-sched", "extender": {"verifyTLS": True, "weight": 2,
+                                                                   "ignorable": True}}}, namespace=NS)
+    (ext,) = scheduler_config(objs)["extenders"]
+    assert ext["tlsConfig"] == {"caFile": "/certs/ca.crt", "serverName": f"vramgate-webhook.{NS}.svc"}
+    assert ext["weight"] == 2 and ext["ignorable"] is True
+    assert scheduler_config(objs)["profiles"] == [{"schedulerName": "gpu-sched"}]
+    assert config_of(objs, tmp_path).admission.scheduler_name == "gpu-sched"
+    sched = one(objs, "Deployment", "vramgate-scheduler")["spec"]["template"]["spec"]["containers"][0]
+    assert any(m["mountPath"] == "/certs" for m in sched["volumeMounts"])
+
+
+def test_scheduler_disabled(render: Render, tmp_path: Path) -> None:
+    objs = render(MODES["minimal"], namespace=NS)
+    assert not find(objs, "ConfigMap", "vramgate-scheduler-config")
+    assert [d["metadata"]["name"] for d in find(objs, "Deployment")] == ["vramgate-webhook"]
+    assert config_of(objs, tmp_path).admission.scheduler_name is None
+    assert not find(objs, "PriorityClass")
+
+
+def test_standalone_extender(render: Render) -> None:
+    objs = render({"scheduler": {"enabled": False}, "standaloneExtender": {"enabled": True}}, namespace=NS)
+    d = one(objs, "Deployment", "vramgate-extender")
+    c = d["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][:3] == ["serve", "--role", "extender"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert one(objs, "Service", "vramgate-extender")["spec"]["ports"][0]["port"] == 443
+
+
+def test_scheduler_rbac(render: Render) -> None:
+    objs = render({}, namespace=NS)
+    bound = {b["roleRef"]["name"]: b for b in find(objs, "ClusterRoleBinding")
+             if b["subjects"][0]["name"] == "vramgate-scheduler"}
+    assert {"system:kube-scheduler", "system:volume-scheduler", "vramgate-extender"} <= set(bound)
+    reader = one(objs, "RoleBinding", "vramgate-scheduler-auth-reader")
+    assert reader["metadata"]["namespace"] == "kube-system"
+    assert reader["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                 "name": "extension-apiserver-authentication-reader"}
+    lease = rules_of(objs, "Role", "vramgate-scheduler-leader-election")
+    assert grants(lease) == {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}
+    assert next(r for r in lease if "get" in r["verbs"])["resourceNames"] == ["vramgate-scheduler"]
+
+
+# ---------------------------------------------------------------------------------------------
+# RBAC least privilege
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_no_wildcards(render: Render, mode: str) -> None:
+    for o in render(MODES[mode], namespace=NS):
+        for rule in o.get("rules", []) if o["kind"] in ("Role", "ClusterRole") else []:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule.get(field, []), f"{o['kind']}/{o['metadata']['name']} {field}"
+            assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(rule["verbs"])
+
+
+def test_least_privilege_per_role(render: Render) -> None:
+    objs = render({}, namespace=NS)
+    read = {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("get", "list", "watch")}
+    assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == read
+    assert grants(rules_of(objs, "ClusterRole", "vramgate-extender")) == read
+    controller = grants(rules_of(objs, "ClusterRole", "vramgate-controller"))
+    assert controller == (
+        {("", "nodes", v) for v in ("get", "list", "watch", "patch", "update")}
+        | {("", "pods", v) for v in ("get", "list", "watch")}
+        | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
+    )
+    lease = rules_of(objs, "Role", "vramgate-controller-leader-election")
+    assert one(objs, "Role", "vramgate-controller-leader-election")["metadata"]["namespace"] == NS
+    assert grants(lease) == {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+    assert next(r for r in lease if "get" in r["verbs"])["resourceNames"] == ["vramgate-controller"]
+    # Who is bound to what.
+    for binding, sa in (("vramgate-webhook", "vramgate-webhook"), ("vramgate-controller", "vramgate-controller")):
+        assert one(objs, "ClusterRoleBinding", binding)["subjects"] == [
+            {"kind": "ServiceAccount", "name": sa, "namespace": NS}]
+
+
+def test_eviction_only_with_remediation(render: Render) -> None:
+    def evict(values: dict[str, Any]) -> bool:
+        rules = rules_of(render(values, namespace=NS), "ClusterRole", "vramgate-controller")
+        return ("", "pods/eviction", "create") in grants(rules)
+
+    assert not evict({})
+    assert evict({"controller": {"remediation": {"enabled": True}}})
+    rules = rules_of(render(ALL_ON, namespace=NS), "ClusterRole", "vramgate-controller")
+    assert {g for g in grants(rules) if g[1] == "pods/eviction"} == {("", "pods/eviction", "create")}
+
+
+# ---------------------------------------------------------------------------------------------
+# PriorityClasses, monitoring, network policy
+# ---------------------------------------------------------------------------------------------
+
+
+def test_priority_classes(render: Render, tmp_path: Path) -> None:
+    objs = render({}, namespace=NS)
+    prod = one(objs, "PriorityClass", "gpu-production-priority")
+    batch = one(objs, "PriorityClass", "gpu-batch-priority")
+    assert prod["value"] == 1000 and batch["value"] == 500
+    assert prod["globalDefault"] is False and batch["globalDefault"] is False
+    assert batch["preemptionPolicy"] == "Never"
+    assert set(config_of(objs, tmp_path).admission.tiers.values()) == {prod["metadata"]["name"],
+                                                                      batch["metadata"]["name"]}
+    objs = render({"priorityClasses": {"batch": {"preemptionPolicy": "PreemptLowerPriority", "value": 400}}},
+                  namespace=NS)
+    batch = one(objs, "PriorityClass", "gpu-batch-priority")
+    assert batch["preemptionPolicy"] == "PreemptLowerPriority" and batch["value"] == 400
+
+
+def test_service_monitor(render: Render) -> None:
+    objs = render(MODES["all-on"], namespace=NS)
+    monitors = find(objs, "ServiceMonitor")
+    services = find(objs, "Service")
+    assert {m["metadata"]["name"] for m in monitors} == {"vramgate-webhook", "vramgate-controller",
+                                                         "vramgate-extender"}
+    for m in monitors:
+        assert m["apiVersion"] == "monitoring.coreos.com/v1"
+        assert m["metadata"]["labels"]["release"] == "prom"
+        sel = m["spec"]["selector"]["matchLabels"]
+        matching = [s for s in services if sel.items() <= s["metadata"]["labels"].items()]
+        assert len(matching) == 1
+        port_names = {p["name"] for p in matching[0]["spec"]["ports"]}
+        (ep,) = m["spec"]["endpoints"]
+        assert ep["port"] in port_names and ep["scheme"] == "https" and ep["path"] == "/metrics"
+        assert ep["tlsConfig"]["ca"]["secret"] == {"name": "vramgate-tls", "key": "ca.crt"}
+        assert ep["tlsConfig"]["serverName"] == f"vramgate-webhook.{NS}.svc"
+        assert m["spec"]["namespaceSelector"] == {"matchNames": [NS]}
+
+
+def _exported_metric_names() -> set[str]:
+    """Series names webhook/metrics.py exports (labelled metrics have no samples until used)."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    names = set()
+    for family in Metrics().registry.collect():
+        for suffix in suffixes.get(family.type, ("",)):
+            names.add(family.name + suffix)
+    return names
+
+
+def test_prometheus_rule(render: Render) -> None:
+    rule = one(render(MODES["all-on"], namespace=NS), "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    fb = alerts["GPUFramebufferNearlyFull"]["expr"]
+    assert re.sub(r"\s+", "", fb) == "DCGM_FI_DEV_FB_USED/(DCGM_FI_DEV_FB_USED+DCGM_FI_DEV_FB_FREE)>0.95"
+    assert re.sub(r"\s+", "", alerts["GPUTemperatureHigh"]["expr"]) == "DCGM_FI_DEV_GPU_TEMP>85"
+    for r in alerts.values():
+        assert set(r) == {"alert", "expr", "for", "labels", "annotations"}
+        assert r["labels"]["severity"] in {"info", "warning", "critical"}
+        assert r["annotations"]["summary"] and r["annotations"]["description"]
+    # Every vramgate_* series an alert reads is one webhook/metrics.py exports (counters as *_total).
+    exported = _exported_metric_names()
+    used = {m for r in alerts.values() for m in re.findall(r"\bvramgate_[a-z_]+", r["expr"])}
+    assert used and used <= exported, used - exported
+    assert {"vramgate_admission_errors_total", "vramgate_admission_requests_total",
+            "vramgate_inventory_staleness_seconds", "vramgate_nodes_by_health"} <= used
+    assert 'verdict=~"deny|denied|reject|rejected"' in alerts["VramgateHighRejectionRatio"]["expr"]
+    tuned = one(render(merged(MODES["all-on"], {"prometheusRule": {"gpu": {"framebufferUsedRatio": 0.99,
+                                                                           "temperatureCelsius": 90}}}),
+                       namespace=NS), "PrometheusRule")
+    exprs = " ".join(r["expr"] for g in tuned["spec"]["groups"] for r in g["rules"])
+    assert "> 0.99" in exprs and "DCGM_FI_DEV_GPU_TEMP > 90" in exprs
+
+
+def test_network_policy(render: Render) -> None:
+    objs = render(MODES["all-on"], namespace=NS)
+    pols = {p["metadata"]["name"]: p for p in find(objs, "NetworkPolicy")}
+    assert set(pols) == {"vramgate-webhook", "vramgate-controller", "vramgate-scheduler", "vramgate-extender"}
+    web = pols["vramgate-webhook"]["spec"]
+    assert web["policyTypes"] == ["Ingress"]
+    assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook"
+    assert web["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}],
+                               "from": [{"namespaceSelector": {"matchLabels": {"team": "platform"}}}]}]
+    assert not find(render({}, namespace=NS), "NetworkPolicy")
+
+
+def test_install_helm_script_is_idempotent(helm: str) -> None:
+    proc = subprocess.run(["bash", str(ROOT / "tests/chart/install_helm.sh")], capture_output=True, text=True,
+                          timeout=60, check=False)
+    if Path(helm) == ROOT / ".cache/bin/helm":
+        assert proc.returncode == 0 and "already" in proc.stdout, proc.stdout + proc.stderr

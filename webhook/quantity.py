@@ -71,7 +71,7 @@ def parse_gpu_memory_label(value: str) -> int:
     read as GiB here, unlike in workload annotations.
     """
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         mib = int(text)
         if mib <= 0:
             raise QuantityError(f"{value!r} is not a positive size")
@@ -104,6 +104,8 @@ def parse_positive_int(value: str | int) -> int:
         number = value
     else:
         text = value.strip().lower().replace("_", "")
+        if not text.isascii():
+            raise QuantityError(f"{value!r} is not a positive integer")
         try:
             if text.endswith("k") and text[:-1].isdigit():
                 number = int(text[:-1]) * 1024

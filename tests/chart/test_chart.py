@@ -585,7 +585,7 @@ def test_least_privilege_per_role(render: Render) -> None:
     controller = grants(rules_of(objs, "ClusterRole", "vramgate-controller"))
     assert controller == (
         {("", "nodes", v) for v in ("get", "list", "watch", "patch", "update")}
-        | {("", "pods", v) for v in ("get", "list", "watch")}
+        | {("", r, v) for r in ("pods", "namespaces") for v in ("get", "list", "watch")}
         | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
     )
     lease = rules_of(objs, "Role", "vramgate-controller-leader-election")

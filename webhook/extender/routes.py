@@ -1,0 +1,92 @@
+"""HTTP routes of the scheduler extender: read the body (bounded), decide, answer; never a 500."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import anyio.to_thread
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from ..state import AppState
+from .decide import Extender
+from .wire import BadRequest
+
+log = logging.getLogger("vramgate.extender")
+router = APIRouter()
+
+# Bodies above this are decoded in a worker thread so the event loop keeps serving probes.
+_OFFLOAD_BYTES = 1024 * 1024
+_JSON = "application/json"
+
+
+def extender_of(request: Request) -> tuple[AppState, Extender]:
+    """The instance's Extender, made on first use and kept on the app."""
+    app_state = request.app.state
+    state: AppState = app_state.vg
+    ext: Extender | None = getattr(app_state, "vg_extender", None)
+    if ext is None:
+        inventory = state.inventory
+        ext = Extender(state.config, state.catalog, lambda: inventory.snapshot(), state.metrics)
+        app_state.vg_extender = ext
+    return state, ext
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or BadRequest 413 once it passes ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise BadRequest("Content-Length is not a number") from None
+        if size > limit:
+            raise BadRequest(f"body of {size} bytes exceeds the limit of {limit}", status=413, code="too-large")
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise BadRequest(f"body exceeds the limit of {limit} bytes", status=413, code="too-large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _serve(request: Request, verb: str, decide: Callable[[Extender, bytes], bytes], on_error: bytes) -> Response:
+    state, ext = extender_of(request)
+    metrics = state.metrics
+    started = time.perf_counter()
+    try:
+        body = await read_body(request, state.config.extender.max_body_bytes)
+        if len(body) > _OFFLOAD_BYTES:
+            out = await anyio.to_thread.run_sync(decide, ext, body)
+        else:
+            out = decide(ext, body)
+    except BadRequest as exc:
+        metrics.bad_requests.labels(endpoint=request.url.path, reason=exc.code).inc()
+        return Response(exc.reason + "\n", status_code=exc.status, media_type="text/plain; charset=utf-8")
+    except Exception:
+        log.exception("extender %s failed", verb)
+        metrics.extender_errors.labels(verb=verb).inc()
+        out = on_error
+    metrics.extender_requests.labels(verb=verb).inc()
+    metrics.extender_duration.labels(verb=verb).observe(time.perf_counter() - started)
+    return Response(out, media_type=_JSON)
+
+
+# An unexpected failure is not the caller's fault: filter says so in Error (the scheduler fails this
+# cycle, or skips the extender when it is ignorable); prioritize errors are ignored by the scheduler.
+_FILTER_FAILED = (b'{"Nodes":null,"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":{},'
+                  b'"Error":"vramgate: internal error in filter (see its log)"}')
+
+
+@router.post("/scheduler/filter")
+async def scheduler_filter(request: Request) -> Response:
+    return await _serve(request, "filter", Extender.filter, _FILTER_FAILED)
+
+
+@router.post("/scheduler/prioritize")
+async def scheduler_prioritize(request: Request) -> Response:
+    return await _serve(request, "prioritize", Extender.prioritize, b"[]")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Enforcement = Literal["enforce", "warn", "off"]
@@ -78,9 +78,23 @@ class Admission(_Section):
     host_memory_floor_factor: float = Field(1.3, ge=0)
     not_ready_toleration_seconds: int = Field(900, ge=0)
     termination_grace_period_floor: int = Field(60, ge=0)
-    device_fault_exit_codes: list[int] = Field(default_factory=list)
+    # Exit codes that mean "the GPU failed", not "the program failed": a GPU Job's podFailurePolicy ignores them.
+    device_fault_exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(default_factory=list)
     validation_failure_mode: Literal["deny", "allow"] = "deny"
     max_body_bytes: int = 3 * 1024 * 1024
+
+
+class Server(_Section):
+    """HTTPS serving, certificate reload and shutdown."""
+
+    # How often the TLS cert and key files are hashed to notice a rotation.
+    tls_reload_interval_seconds: float = Field(1.0, gt=0)
+    # After SIGTERM: /readyz answers 503 but requests are still served for this long, so endpoints drop the pod
+    # before its listener closes (kube-proxy and the apiserver's endpoint cache lag a few seconds).
+    shutdown_delay_seconds: float = Field(5.0, ge=0)
+    # Then at most this long for in-flight requests to finish once the listener is closed.
+    shutdown_timeout_seconds: float = Field(20.0, gt=0)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
 class Extender(_Section):
@@ -98,6 +112,11 @@ class Remediation(_Section):
     enabled: bool = False
     dry_run: bool = False
     max_evictions_per_minute: float = Field(2.0, gt=0)
+    # How often the leader looks for pods to evict (pods on unhealthy nodes; pods that report an
+    # Unhealthy GPU in status.containerStatuses[].allocatedResourcesStatus, KEP-4680).
+    interval_seconds: float = Field(10.0, gt=0)
+    # A pod whose eviction a PodDisruptionBudget blocked (429) is tried again after this long.
+    blocked_retry_seconds: float = Field(30.0, gt=0)
 
 
 class Controller(_Section):
@@ -110,7 +129,17 @@ class Controller(_Section):
     lease_duration_seconds: int = Field(15, gt=0)
     renew_deadline_seconds: int = Field(10, gt=0)
     retry_period_seconds: int = Field(2, gt=0)
+    # How often the leader reconciles node labels and taints with the inventory.
+    reconcile_interval_seconds: float = Field(1.0, gt=0)
     remediation: Remediation = Field(default_factory=Remediation)
+
+    @model_validator(mode="after")
+    def _lease_timings(self) -> Controller:
+        if not self.retry_period_seconds < self.renew_deadline_seconds < self.lease_duration_seconds:
+            raise ValueError(
+                "controller lease timings need retry_period_seconds < renew_deadline_seconds < lease_duration_seconds"
+            )
+        return self
 
 
 class Config(BaseSettings):
@@ -123,6 +152,7 @@ class Config(BaseSettings):
     labels: Labels = Field(default_factory=Labels)
     health: Health = Field(default_factory=Health)
     admission: Admission = Field(default_factory=Admission)
+    server: Server = Field(default_factory=Server)
     extender: Extender = Field(default_factory=Extender)
     controller: Controller = Field(default_factory=Controller)
     # Catalog additions, same schema as webhook/data/models.yaml entries.

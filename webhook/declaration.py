@@ -103,7 +103,7 @@ def env_value(container: dict[str, Any], names: Iterable[str]) -> Found | None:
     values = {
         e.get("name"): e.get("value")
         for e in env
-        if isinstance(e, dict) and isinstance(e.get("value"), str) and e.get("value")
+        if isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("value"), str) and e.get("value")
     }
     for name in names:
         if name in values:

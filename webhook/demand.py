@@ -138,7 +138,7 @@ def _tier(view: PodView, annotations: dict[str, str], config: Config) -> str:
     owner_kinds = {
         o.get("kind")
         for o in (view.meta.get("ownerReferences") or [])
-        if isinstance(o, dict) and o.get("controller")
+        if isinstance(o, dict) and o.get("controller") and isinstance(o.get("kind"), str)
     }
     return "batch" if view.kind in kinds or owner_kinds & kinds else "production"
 

@@ -32,6 +32,8 @@ class NodeGPUs:
     fault: str | None  # the fault condition or taint that makes it unhealthy
     plugin_missing: bool  # GPU labels but no nvidia.com/gpu capacity: the device plugin is not running
     labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # spec.taints as the API returns them (the health controller merges its own taint into these).
+    taints: tuple[dict[str, str], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def is_gpu_node(self) -> bool:
@@ -71,6 +73,14 @@ def _vram(labels: dict[str, Any], config: Config, replicas: int, mig: str | None
     if replicas > 1 and vram:
         vram //= replicas
     return vram
+
+
+def _taints(node: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    spec = node.get("spec")
+    taints = spec.get("taints") if isinstance(spec, dict) else None
+    if not isinstance(taints, list):
+        return ()
+    return tuple({str(k): str(v) for k, v in t.items() if v is not None} for t in taints if isinstance(t, dict))
 
 
 def fault_of(node: dict[str, Any], config: Config) -> str | None:
@@ -149,4 +159,5 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         fault=fault,
         plugin_missing=labelled and capacity == 0,
         labels={str(k): str(v) for k, v in labels.items()},
+        taints=_taints(node),
     )

@@ -35,6 +35,10 @@ class Metrics:
             "vramgate_extender_duration_seconds", "Time to answer an extender call",
             ["verb"], buckets=LATENCY_BUCKETS, registry=r,
         )
+        self.extender_errors = Counter(
+            "vramgate_extender_errors", "Unexpected errors in extender decisions (answered, never a 500)",
+            ["verb"], registry=r,
+        )
         self.extender_filtered = Counter(
             "vramgate_extender_filtered_nodes", "Nodes filtered out, by reason code", ["reason"], registry=r,
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -20,9 +20,13 @@ class Snapshot:
     revision: int = 0
     # namespace → its ``vramgate.io/enforcement`` label, for namespaces that carry one (cluster mode).
     enforcement: Mapping[str, str] = field(default_factory=dict)
-    # node → capability class: nodes with the same class get the same verdict for any pod, so the
-    # extender judges each class once per request. Ids are only meaningful within one snapshot.
+    # node → placement class (see ClassTable): nodes of one class have the same capability and the
+    # same free GPUs, so any pod gets the same verdict and score on them. Ids mean something only
+    # within one snapshot; a node missing here is judged the slow way.
     classes: Mapping[str, int] = field(default_factory=dict)
+    # class id → (the class's capability, without a name; its free GPUs). Append-only, shared with
+    # later snapshots: every id in ``classes`` indexes it.
+    class_info: Sequence[tuple[NodeGPUs, int]] = ()
     # node → metadata.resourceVersion the snapshot's NodeGPUs was computed from (cluster mode).
     versions: Mapping[str, str] = field(default_factory=dict)
 
@@ -42,20 +46,39 @@ def capability(node: NodeGPUs) -> NodeGPUs:
 
 
 class ClassTable:
-    """Interns capabilities to small ints, so hot paths key memos on an int instead of a 14-field hash."""
+    """Interns capabilities, then (capability, free GPUs) pairs, to small ints.
+
+    Two nodes with the same class get the same filter verdict and the same score for any pod, so
+    the extender judges each class once per request and keys everything on an int.
+    """
 
     def __init__(self) -> None:
-        self._ids: dict[NodeGPUs, int] = {}
+        self._caps: dict[NodeGPUs, int] = {}
+        self._cap_list: list[NodeGPUs] = []
+        self._classes: dict[tuple[int, int], int] = {}
+        self.info: list[tuple[NodeGPUs, int]] = []  # class id → (capability, free GPUs); append-only
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._classes)
 
-    def class_of(self, node: NodeGPUs) -> int:
+    def cap_of(self, node: NodeGPUs) -> int:
         key = capability(node)
-        found = self._ids.get(key)
+        found = self._caps.get(key)
         if found is None:
-            found = self._ids[key] = len(self._ids)
+            found = self._caps[key] = len(self._cap_list)
+            self._cap_list.append(key)
         return found
+
+    def class_of_cap(self, cap: int, free: int) -> int:
+        key = (cap, free)
+        found = self._classes.get(key)
+        if found is None:
+            found = self._classes[key] = len(self.info)
+            self.info.append((self._cap_list[cap], free))
+        return found
+
+    def class_of(self, node: NodeGPUs, free: int) -> int:
+        return self.class_of_cap(self.cap_of(node), free)
 
 
 def snapshot_from_nodes(
@@ -68,14 +91,16 @@ def snapshot_from_nodes(
         info = node_gpus(obj, config)
         if info.name:
             table[info.name] = info
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            meta = obj.get("metadata")
+            rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
             if isinstance(rv, str) and rv:
                 versions[info.name] = rv
     used = used or {}
     free = {name: max(0, n.allocatable - used.get(name, 0)) for name, n in table.items()}
     interner = ClassTable()
-    classes = {name: interner.class_of(n) for name, n in table.items()}
-    return Snapshot(nodes=table, free=free, synced=True, revision=revision, classes=classes, versions=versions)
+    classes = {name: interner.class_of(n, free[name]) for name, n in table.items()}
+    return Snapshot(nodes=table, free=free, synced=True, revision=revision, classes=classes,
+                    class_info=interner.info, versions=versions)
 
 
 class InventorySource(Protocol):

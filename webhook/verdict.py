@@ -10,6 +10,7 @@ from .config import Config, Enforcement
 from .demand import DeclarationError, Demand, read_demand
 from .placement import cluster_verdict
 from .quantity import GIB, QuantityError, parse_size_bytes
+from .rules import Narrow, cuda_visible_devices_warnings, narrow_selector, non_gpu_on_gpu_nodes
 from .snapshot import Snapshot
 from .workload import PodView, WorkloadError, pod_view
 
@@ -24,6 +25,16 @@ class Judgement:
     warnings: tuple[str, ...] = ()
     demand: Demand | None = field(default=None, compare=False)
     view: PodView | None = field(default=None, compare=False)
+    # Set when the pod's selector is too narrow and config says to reroute it (mutation replaces it).
+    reroute: Narrow | None = field(default=None, compare=False)
+
+    @property
+    def fits(self) -> bool:
+        """Some node can hold the workload (so a VRAM affinity can be satisfied)."""
+        return self.code in (FITS, REROUTED)
+
+
+FITS, REROUTED = "fits", "rerouted"
 
 
 def host_memory_warnings(demand: Demand, config: Config) -> list[str]:
@@ -35,7 +46,7 @@ def host_memory_warnings(demand: Demand, config: Config) -> list[str]:
     out = []
     names = set(demand.gpu_containers)
     for c in demand.view.containers():
-        if c.get("name") not in names:
+        if str(c.get("name", "")) not in names:
             continue
         limits = (c.get("resources") or {}).get("limits") or {}
         raw = limits.get("memory") if isinstance(limits, dict) else None
@@ -70,18 +81,33 @@ def judge(
     if view is None:
         return Judgement(True, "not-a-workload")
     try:
+        view.containers()
+    except WorkloadError as exc:
+        return _deny(enforcement, "malformed", f"{view.ref}: {exc}", view=view)
+    try:
         demand = read_demand(view, config, catalog)
     except DeclarationError as exc:
         return _deny(enforcement, "declaration", f"{view.ref}: {exc}", view=view)
     if demand is None:
-        return Judgement(True, "no-gpu", view=view)
-    warnings = list(demand.warnings) + host_memory_warnings(demand, config)
+        problem = non_gpu_on_gpu_nodes(view, snapshot, config)
+        if problem is None:
+            return Judgement(True, "no-gpu", view=view)
+        if config.admission.non_gpu_pods_on_gpu_nodes == "reject":
+            return _deny(enforcement, "non-gpu-on-gpu-nodes", problem, view=view)
+        return Judgement(True, "non-gpu-on-gpu-nodes", warnings=(problem,), view=view)
+    warnings = [*demand.warnings, *host_memory_warnings(demand, config), *cuda_visible_devices_warnings(demand, config)]
     verdict = cluster_verdict(demand, snapshot.gpu_nodes())
-    if verdict.admit:
-        if verdict.message != "fits":
-            warnings.append(verdict.message)
-        return Judgement(True, "fits", warnings=tuple(warnings), demand=demand, view=view)
-    return _deny(enforcement, str(verdict.code), verdict.message, tuple(warnings), demand, view)
+    if not verdict.admit:
+        return _deny(enforcement, str(verdict.code), verdict.message, tuple(warnings), demand, view)
+    if verdict.message != "fits":
+        warnings.append(verdict.message)
+    narrow = narrow_selector(demand, snapshot)
+    if narrow is not None:
+        if config.admission.reroute_narrow_selectors:
+            warnings.append(narrow.warning())
+            return Judgement(True, REROUTED, warnings=tuple(warnings), demand=demand, view=view, reroute=narrow)
+        return _deny(enforcement, "narrow-selector", narrow.message(view.ref), tuple(warnings), demand, view)
+    return Judgement(True, FITS, warnings=tuple(warnings), demand=demand, view=view)
 
 
 def _deny(

@@ -1,0 +1,55 @@
+"""One real HTTPS service for the admission tests; each test gets it back with default config and inventory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.harness import serve_app
+from webhook.config import Config
+from webhook.server import build_app
+from webhook.snapshot import Snapshot
+from webhook.state import AppState
+
+from .helpers import Service, cluster
+
+
+class SwappableInventory:
+    """An inventory whose snapshot the test sets."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.current = snapshot
+
+    def snapshot(self) -> Snapshot:
+        return self.current
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+@pytest.fixture(scope="session")
+def _service() -> Iterator[Service]:
+    state = AppState(Config(), SwappableInventory(cluster()))
+    with serve_app(build_app(state)) as running, running.client() as client:
+        yield Service(state, client, running.url)
+
+
+@pytest.fixture
+def svc(_service: Service) -> Iterator[Service]:
+    """The service with default config and examples/cluster.yaml as the inventory."""
+    _service.state.config = Config()
+    _service.state.inventory.current = cluster()  # type: ignore[attr-defined]
+    _service.state.shutting_down = False
+    yield _service
+    _service.state.config = Config()
+
+
+def use(svc: Service, *, config: Config | None = None, snapshot: Snapshot | None = None) -> None:
+    if config is not None:
+        svc.state.config = config
+    if snapshot is not None:
+        svc.state.inventory.current = snapshot  # type: ignore[attr-defined]

@@ -1,0 +1,161 @@
+"""TLS: 1.2 minimum, and a rotated certificate goes live without a failed request or a restart."""
+
+from __future__ import annotations
+
+import http.client
+import shutil
+import socket
+import ssl
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import orjson
+import pytest
+from cryptography import x509
+
+from tests.harness import serve_app
+from webhook.certs import make_bundle, write_bundle
+from webhook.config import Config
+from webhook.server import build_app
+from webhook.state import AppState
+from webhook.tls import CertReloader
+
+from .conftest import SwappableInventory
+from .helpers import cluster, example, review
+from .tlsutil import client_context, request, serial_of
+
+NAMES = ["localhost", "127.0.0.1"]
+
+
+def _serve(cert_dir: Path, interval: float = 0.1):  # type: ignore[no-untyped-def]
+    reloader = CertReloader.from_files(cert_dir / "tls.crt", cert_dir / "tls.key", interval)
+    state = AppState(Config(), SwappableInventory(cluster()))
+    running = serve_app(build_app(state, reloader), cert_dir=cert_dir,
+                        ssl_context_factory=lambda config, default: reloader.context)
+    return reloader, running
+
+
+def test_tls_12_minimum(tmp_path: Path) -> None:
+    write_bundle(make_bundle(NAMES), tmp_path)
+    reloader, running = _serve(tmp_path)
+    assert reloader.context.minimum_version == ssl.TLSVersion.TLSv1_2
+    with running as srv:
+        ctx = client_context(tmp_path / "ca.crt")
+        with socket.create_connection(("127.0.0.1", srv.port)) as raw, \
+                ctx.wrap_socket(raw, server_hostname="localhost") as s:
+            assert s.version() in ("TLSv1.2", "TLSv1.3")
+        old = client_context(tmp_path / "ca.crt")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            old.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+            old.maximum_version = ssl.TLSVersion.TLSv1_1
+        with pytest.raises((ssl.SSLError, ConnectionError)), socket.create_connection(("127.0.0.1", srv.port)) as raw, \
+                old.wrap_socket(raw, server_hostname="localhost"):
+            pass
+
+
+def test_rotation_under_load_fails_nothing(tmp_path: Path) -> None:
+    first, second = make_bundle(NAMES), make_bundle(NAMES)
+    write_bundle(first, tmp_path)
+    cas = tmp_path / "trust"
+    cas.mkdir()
+    (cas / "both.pem").write_bytes(first.ca_pem + second.ca_pem)
+    old_serial = serial_of(tmp_path / "tls.crt")
+    reloader, running = _serve(tmp_path)
+    body = orjson.dumps(review(example("llama3-8b-deployment.yaml")))
+    with running as srv:
+        ctx = client_context(cas / "both.pem")
+        results: list[tuple[float, int, int]] = []
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                try:
+                    status, serial, _ = request(srv.port, ctx, "POST", "/validate", body)
+                    results.append((time.monotonic(), status, serial))
+                except BaseException as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=loop) for _ in range(2)]
+        for t in threads:
+            t.start()
+        # A request in flight across the rotation: headers and half the body now, the rest afterwards.
+        slow = socket.create_connection(("127.0.0.1", srv.port))
+        slow_tls = ctx.wrap_socket(slow, server_hostname="127.0.0.1")
+        slow_tls.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[: len(body) // 2])
+        time.sleep(0.5)
+        write_bundle(second, tmp_path)  # renames tls.crt, then tls.key: a half-rotated pair is seen and skipped
+        new_serial = serial_of(tmp_path / "tls.crt")
+        deadline = time.monotonic() + 10
+        while not any(s == new_serial for _, _, s in results) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        slow_tls.sendall(body[len(body) // 2:])
+        reply = slow_tls.recv(65536)
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
+        slow_tls.close()
+
+    assert errors == []
+    assert reply.startswith(b"HTTP/1.1 200 ")
+    assert all(status == 200 for _, status, _ in results)
+    serials = [s for _, _, s in results]
+    assert serials[0] == old_serial and serials[-1] == new_serial
+    switched = serials.index(new_serial)
+    assert set(serials[switched:]) == {new_serial}  # once rotated, every new connection sees the new cert
+    assert len(results) > 5 and reloader.reloads == 1
+
+
+def test_keep_alive_connection_survives_rotation(tmp_path: Path) -> None:
+    first, second = make_bundle(NAMES), make_bundle(NAMES)
+    write_bundle(first, tmp_path)
+    reloader, running = _serve(tmp_path)
+    both = tmp_path / "both.pem"
+    both.write_bytes(first.ca_pem + second.ca_pem)
+    old_serial = serial_of(tmp_path / "tls.crt")
+    with running as srv:
+        conn = http.client.HTTPSConnection("127.0.0.1", srv.port, context=client_context(both), timeout=10)
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().read() and conn.sock is not None
+        sock = conn.sock
+        write_bundle(second, tmp_path)
+        deadline = time.monotonic() + 5
+        while reloader.reloads == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reloader.reloads == 1
+        conn.request("GET", "/healthz")  # the same connection, still on the old certificate
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.read() and conn.sock is sock
+        assert x509.load_der_x509_certificate(sock.getpeercert(binary_form=True)).serial_number == old_serial
+        conn.close()
+        assert request(srv.port, client_context(both))[1] == serial_of(tmp_path / "tls.crt") != old_serial
+
+
+def test_bad_pair_keeps_the_current_certificate(tmp_path: Path) -> None:
+    first, other = make_bundle(NAMES), make_bundle(NAMES)
+    write_bundle(first, tmp_path)
+    serial = serial_of(tmp_path / "tls.crt")
+    reloader, running = _serve(tmp_path)
+    with running as srv:
+        ctx = client_context(tmp_path / "ca.crt")
+        (tmp_path / "tls.crt").write_bytes(other.cert_pem)  # a cert that does not match the key
+        deadline = time.monotonic() + 5
+        while reloader.failures == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reloader.failures == 1 and reloader.reloads == 0
+        assert request(srv.port, ctx)[:2] == (200, serial)
+        (tmp_path / "tls.crt").write_text("not a certificate")
+        time.sleep(0.3)
+        assert request(srv.port, ctx)[:2] == (200, serial)
+        # Fixing the files brings the new pair in.
+        shutil.rmtree(tmp_path / "trust", ignore_errors=True)
+        write_bundle(other, tmp_path)
+        deadline = time.monotonic() + 5
+        while reloader.reloads == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert request(srv.port, client_context(tmp_path / "ca.crt"))[1] == serial_of(tmp_path / "tls.crt")

@@ -1,0 +1,220 @@
+"""`vramgate serve`: the inventory, the app, HTTPS with a reloading certificate, and a graceful shutdown.
+
+Lifecycle: the app's lifespan starts the inventory (a file or a cluster watch), the TLS reloader
+and the role tasks; SIGTERM turns ``/readyz`` to 503 at once, keeps serving for
+``server.shutdown_delay_seconds`` (so endpoints drop the pod first), then closes the listener,
+lets in-flight reviews finish and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from .app import create_app
+from .certs import make_bundle, service_dns_names
+from .config import Config
+from .manifests import load_nodes
+from .metrics import Metrics
+from .snapshot import InventorySource, StaticInventory
+from .state import AppState
+from .tls import CertReloader
+
+log = logging.getLogger("vramgate.server")
+
+DEV_SERVICE = "vramgate"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pieces
+
+
+def build_inventory(args: argparse.Namespace, config: Config, metrics: Metrics) -> InventorySource:
+    """``--nodes FILE``: a fixed inventory; otherwise a list+watch of the cluster."""
+    if getattr(args, "nodes", None):
+        return StaticInventory(load_nodes(args.nodes), config)
+    from .nodecache import KubeInventory
+
+    return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics)
+
+
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def ensure_dev_certs(cert_path: Path, key_path: Path, config: Config) -> bool:
+    """``--dev``: a self-signed CA (``ca.crt`` beside the cert) and a serving pair, unless both files exist.
+
+    The serving cert names localhost, 127.0.0.1 and the ``vramgate`` Service in ``config.namespace``.
+    Returns True when it wrote new files.
+    """
+    if cert_path.exists() and key_path.exists():
+        return False
+    names = ["localhost", "127.0.0.1", *service_dns_names(DEV_SERVICE, config.namespace)]
+    bundle = make_bundle(names)
+    _write_atomic(cert_path.parent / "ca.crt", bundle.ca_pem, 0o644)
+    _write_atomic(key_path, bundle.key_pem, 0o600)
+    _write_atomic(cert_path, bundle.cert_pem, 0o644)
+    log.info("wrote a self-signed dev certificate", extra={"fields": {"cert": str(cert_path), "names": names}})
+    return True
+
+
+def _log_task_end(task: asyncio.Task[Any]) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.error("background task failed", exc_info=exc, extra={"fields": {"task": task.get_name()}})
+
+
+def _start_role_tasks(state: AppState, kubeconfig: str | None = None) -> list[asyncio.Task[Any]]:
+    """Background work of the roles this instance plays, started in the app lifespan and cancelled at shutdown.
+
+    The webhook and the extender are request-driven (their routes come from ``create_app``); the
+    GPU health controller (role ``all`` or ``controller``) is the role with a loop of its own. With a
+    fixed inventory (``--nodes``) it has no cluster to act on and returns at once.
+    """
+    tasks: list[asyncio.Task[Any]] = []
+    if state.serves("controller"):
+        from .controller import run_controller
+
+        tasks.append(asyncio.create_task(run_controller(state, kubeconfig), name="controller"))
+    for task in tasks:
+        task.add_done_callback(_log_task_end)
+    return tasks
+
+
+def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig: str | None = None) -> FastAPI:
+    """``create_app`` plus a lifespan that starts the inventory, the TLS reloader and the role tasks."""
+    app = create_app(state)
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        await state.inventory.start()
+        tasks: list[asyncio.Task[Any]] = []
+        if reloader is not None:
+            tasks.append(asyncio.create_task(reloader.run(), name="tls-reload"))
+        tasks.extend(_start_role_tasks(state, kubeconfig))
+        try:
+            yield
+        finally:
+            state.shutting_down = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await state.inventory.stop()
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
+class _TLSConfig(uvicorn.Config):
+    """uvicorn builds its own SSLContext from the files; swap in the reloader's live one (any uvicorn version)."""
+
+    def __init__(self, app: Any, reloader: CertReloader, **kwargs: Any) -> None:
+        self.reloader = reloader
+        super().__init__(app, ssl_certfile=str(reloader.cert_path), ssl_keyfile=str(reloader.key_path), **kwargs)
+
+    def load(self) -> None:
+        super().load()
+        self.ssl = self.reloader.context
+
+
+class GracefulServer(uvicorn.Server):
+    """SIGTERM: ``/readyz`` 503 now, keep serving for ``delay`` seconds, then uvicorn's graceful shutdown."""
+
+    def __init__(self, config: uvicorn.Config, state: AppState, delay: float) -> None:
+        super().__init__(config)
+        self.state = state
+        self.delay = delay
+        self._exit_at: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.state.shutting_down = True
+        if self._exit_at is None and self.delay > 0 and sig == signal.SIGTERM:
+            log.info("SIGTERM: draining", extra={"fields": {"delay_s": self.delay}})
+            self._exit_at = time.monotonic() + self.delay
+            return
+        super().handle_exit(sig, frame)  # a second signal, SIGINT or no delay: stop now
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._exit_at is not None and time.monotonic() >= self._exit_at:
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def make_server(
+    state: AppState, reloader: CertReloader, host: str, port: int, kubeconfig: str | None = None, **kwargs: Any
+) -> GracefulServer:
+    """The uvicorn server for an instance (uvloop and httptools when installed)."""
+    config = _TLSConfig(
+        build_app(state, reloader, kubeconfig),
+        reloader,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=state.config.server.shutdown_timeout_seconds,
+        **kwargs,
+    )
+    return GracefulServer(config, state, state.config.server.shutdown_delay_seconds)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command
+
+
+def _ignore(sig: int, frame: FrameType | None) -> None:
+    """uvicorn re-raises the signal that stopped it; after a clean shutdown that is a no-op."""
+
+
+def serve(args: argparse.Namespace, config: Config) -> int:
+    """Run the service until SIGTERM/SIGINT; 0 after a clean shutdown, 2 on bad input, 1 if it cannot start."""
+    from .logs import setup_logging
+
+    setup_logging(config.server.log_level)
+    cert, key = Path(args.tls_cert), Path(args.tls_key)
+    if getattr(args, "dev", False):
+        ensure_dev_certs(cert, key, config)
+    missing = [str(p) for p in (cert, key) if not p.is_file()]
+    if missing:
+        print(f"vramgate serve: {', '.join(missing)} not found; pass --tls-cert and --tls-key, "
+              "or --dev for a self-signed pair", file=sys.stderr)
+        return 2
+    try:
+        reloader = CertReloader.from_files(cert, key, config.server.tls_reload_interval_seconds)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        print(f"vramgate serve: cannot load {cert} / {key}: {exc}", file=sys.stderr)
+        return 2
+    metrics = Metrics()
+    inventory = build_inventory(args, config, metrics)
+    state = AppState(config, inventory, role=args.role, metrics=metrics)
+    server = make_server(state, reloader, args.host, args.port, getattr(args, "kubeconfig", None))
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.signal(sig, _ignore) for sig in handled}
+    try:
+        server.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("stopped", extra={"fields": {"clean": server.started}})
+    return 0 if server.started else 1

@@ -83,63 +83,103 @@ def tokens_of(container: dict[str, Any]) -> list[str]:
     return out
 
 
-def flag_value(tokens: list[str], names: Iterable[str]) -> Found | None:
-    """The value of the first of ``names`` given as ``--flag value`` or ``--flag=value``."""
-    wanted = tuple(names)
+def _flags(tokens: list[str]) -> dict[str, str]:
+    """The first value of every ``--flag value`` / ``--flag=value`` on a command line."""
+    flags: dict[str, str] = {}
+    last = len(tokens) - 1
     for i, token in enumerate(tokens):
-        for name in wanted:
-            if token == name and i + 1 < len(tokens):
-                return Found(tokens[i + 1], f"arg {name}")
-            if token.startswith(name + "="):
-                return Found(token[len(name) + 1 :], f"arg {name}")
-    return None
+        if token[:1] != "-":
+            continue
+        eq = token.find("=")
+        if eq > 0:
+            flags.setdefault(token[:eq], token[eq + 1 :])
+        elif i < last:
+            flags.setdefault(token, tokens[i + 1])
+    return flags
 
 
-def env_value(container: dict[str, Any], names: Iterable[str]) -> Found | None:
-    """A literal env value (``valueFrom`` is not readable at admission) of the first name present."""
+def _env(container: dict[str, Any]) -> dict[str, str]:
     env = container.get("env") or []
     if not isinstance(env, list):
-        return None
-    values = {
-        e.get("name"): e.get("value")
+        return {}
+    return {
+        e["name"]: e["value"]
         for e in env
-        if isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("value"), str) and e.get("value")
+        if isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("value"), str) and e["value"]
     }
+
+
+class Declared:
+    """What one container says on its command line and in literal env values, parsed once."""
+
+    __slots__ = ("container", "env", "flags", "tokens")
+
+    def __init__(self, container: dict[str, Any]) -> None:
+        self.container = container
+        self.tokens = tokens_of(container)
+        self.flags = _flags(self.tokens)
+        self.env = _env(container)
+
+    def flag(self, names: Iterable[str]) -> Found | None:
+        """The value of the first of ``names`` present, in the order given."""
+        for name in names:
+            value = self.flags.get(name)
+            if value is not None:
+                return Found(value, f"arg {name}")
+        return None
+
+    def env_var(self, names: Iterable[str]) -> Found | None:
+        """A literal env value (``valueFrom`` is not readable at admission) of the first name present."""
+        for name in names:
+            value = self.env.get(name)
+            if value is not None:
+                return Found(value, f"env {name}")
+        return None
+
+    def model(self) -> Found | None:
+        """The model the serving command names: ``vllm serve <model>`` or one of the model flags."""
+        tokens = self.tokens
+        for i, token in enumerate(tokens[:-2]):
+            if token == "serve" or tokens[i + 1] != "serve" or token.rsplit("/", 1)[-1] != "vllm":
+                continue
+            candidate = tokens[i + 2]
+            if not candidate.startswith("-"):
+                return Found(candidate, "arg vllm serve")
+        found = self.flag(MODEL_FLAGS)
+        if found is not None or SHORT_MODEL_FLAG not in self.flags:
+            return found
+        for i, token in enumerate(tokens[:-1]):
+            if token == SHORT_MODEL_FLAG and not (i > 0 and "python" in tokens[i - 1].rsplit("/", 1)[-1]):
+                return Found(tokens[i + 1], f"arg {SHORT_MODEL_FLAG}")
+        return None
+
+    def engine(self) -> str | None:
+        """Which serving engine the container runs: vllm, sglang, tgi, llama.cpp, or None."""
+        image = str(self.container.get("image") or "").lower()
+        text = " ".join(self.tokens).lower()
+        if "vllm" in image or "vllm" in text:
+            return "vllm"
+        if "sglang" in image or "sglang" in text:
+            return "sglang"
+        if "text-generation-inference" in image or "text-generation-launcher" in text or "--model-id" in self.flags:
+            return "tgi"
+        if "llama.cpp" in image or "llama-server" in text or "llama-cpp" in image:
+            return "llama.cpp"
+        return None
+
+
+def flag_value(tokens: list[str], names: Iterable[str]) -> Found | None:
+    """The value of the first of ``names`` given as ``--flag value`` or ``--flag=value``."""
+    flags = _flags(tokens)
     for name in names:
-        if name in values:
-            return Found(str(values[name]), f"env {name}")
-    return None
-
-
-def engine_of(container: dict[str, Any], tokens: list[str]) -> str | None:
-    """Which serving engine the container runs: vllm, sglang, tgi, llama.cpp, or None."""
-    image = str(container.get("image") or "").lower()
-    text = " ".join(tokens).lower()
-    if "vllm" in image or "vllm" in text:
-        return "vllm"
-    if "sglang" in image or "sglang" in text:
-        return "sglang"
-    if "text-generation-inference" in image or "text-generation-launcher" in text or "--model-id" in text:
-        return "tgi"
-    if "llama.cpp" in image or "llama-server" in text or "llama-cpp" in image:
-        return "llama.cpp"
+        if name in flags:
+            return Found(flags[name], f"arg {name}")
     return None
 
 
 def model_in_args(tokens: list[str]) -> Found | None:
-    """The model a serving command names: ``vllm serve <model>`` or one of the model flags."""
-    for i, token in enumerate(tokens[:-1]):
-        if token.rsplit("/", 1)[-1] == "vllm" and tokens[i + 1] == "serve" and i + 2 < len(tokens):
-            candidate = tokens[i + 2]
-            if not candidate.startswith("-"):
-                return Found(candidate, "arg vllm serve")
-    found = flag_value(tokens, MODEL_FLAGS)
-    if found is not None:
-        return found
-    for i, token in enumerate(tokens[:-1]):
-        if token == SHORT_MODEL_FLAG and not (i > 0 and "python" in tokens[i - 1].rsplit("/", 1)[-1]):
-            return Found(tokens[i + 1], f"arg {SHORT_MODEL_FLAG}")
-    return None
+    """The model a command line names (see :meth:`Declared.model`)."""
+    return Declared({"args": tokens}).model()
 
 
 def quant_in_model_id(model: str) -> str | None:

@@ -154,14 +154,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog) -> Demand | Non
     ann = view.annotations
     warnings: list[str] = []
     # The first GPU container that declares something speaks for the pod.
-    main = containers[0]
-    tokens = d.tokens_of(main)
-    for c in containers:
-        t = d.tokens_of(c)
-        if d.model_in_args(t) or d.env_value(c, d.MODEL_ENVS):
-            main, tokens = c, t
-            break
-    engine = d.engine_of(main, tokens)
+    decls = [d.Declared(c) for c in containers]
+    main = next((x for x in decls if x.env_var(d.MODEL_ENVS) or x.model()), decls[0])
+    engine = main.engine()
 
     workload_raw = ann.get(d.A_WORKLOAD, "inference").strip().lower()
     if workload_raw not in ("inference", "training"):
@@ -182,18 +177,18 @@ def read_demand(view: PodView, config: Config, catalog: Catalog) -> Demand | Non
         if cuda is None:
             raise DeclarationError(d.A_CUDA, cuda_found.value, "use a CUDA version such as 12.2")
     else:
-        for c in containers:
-            cuda = cuda_from_image(str(c.get("image") or ""))
+        for x in decls:
+            cuda = cuda_from_image(str(x.container.get("image") or ""))
             if cuda is None:
-                env_cuda = d.env_value(c, ("CUDA_VERSION",))
-                cuda = parse_cuda(env_cuda.value) if env_cuda else None
+                env_cuda = x.env.get("CUDA_VERSION")
+                cuda = parse_cuda(env_cuda) if env_cuda else None
             if cuda is not None:
                 break
 
-    util_found = _first(ann, d.A_UTIL, d.flag_value(tokens, d.UTIL_FLAGS))
+    util_found = _first(ann, d.A_UTIL, main.flag(d.UTIL_FLAGS))
     util_declared = _parse(util_found, parse_fraction, "use a fraction in (0, 1] such as 0.9")
 
-    tp = d.flag_value(tokens, d.TP_FLAGS)
+    tp = main.flag(d.TP_FLAGS)
     if tp is not None:
         try:
             tp_n = int(tp.value)
@@ -204,14 +199,17 @@ def read_demand(view: PodView, config: Config, catalog: Catalog) -> Demand | Non
 
     vram_found = _first(ann, d.A_VRAM)
     explicit = _parse(vram_found, parse_size_mib, "use a size such as 40Gi, 40960Mi or 42GB")
-    base = Demand(
-        view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
-        workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement,
-    )
-    if explicit is not None:
-        return _with(base, explicit_vram_mib=explicit, utilization=util_declared or 1.0, warnings=warnings)
+    def done(**kw: Any) -> Demand:
+        return Demand(
+            view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
+            workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
+            **kw,
+        )
 
-    model_found = _first(ann, d.A_MODEL, d.env_value(main, d.MODEL_ENVS), d.model_in_args(tokens))
+    if explicit is not None:
+        return done(explicit_vram_mib=explicit, utilization=util_declared or 1.0)
+
+    model_found = _first(ann, d.A_MODEL, main.env_var(d.MODEL_ENVS), main.model())
     params_found = _first(ann, d.A_PARAMS)
     params = _parse(params_found, parse_count, "use a parameter count such as 15B, 7.6b, 350M or 1.5e9")
     spec = catalog.lookup(model_found.value) if model_found else None
@@ -233,10 +231,10 @@ def read_demand(view: PodView, config: Config, catalog: Catalog) -> Demand | Non
             warnings.append(f"model {model_found.value!r} ({model_found.source}) is not in the catalog; "
                             f"set {d.A_PARAMS} or {d.A_VRAM} for a VRAM check")
     if params is None:
-        return _with(base, model=model, warnings=warnings)
+        return done(model=model)
 
-    quant = d.flag_value(tokens, d.QUANT_FLAGS)
-    dtype = d.env_value(main, ("DTYPE",)) or d.flag_value(tokens, d.DTYPE_FLAGS)
+    quant = main.flag(d.QUANT_FLAGS)
+    dtype = main.env_var(("DTYPE",)) or main.flag(d.DTYPE_FLAGS)
     if dtype is not None and dtype.value.strip().lower() == "auto":
         dtype = None
     in_id = d.quant_in_model_id(model) if model else None
@@ -253,16 +251,16 @@ def read_demand(view: PodView, config: Config, catalog: Catalog) -> Demand | Non
     else:
         precision = spec.dtype if spec else "bf16"
 
-    context_found = _first(ann, d.A_CONTEXT, d.flag_value(tokens, d.CONTEXT_FLAGS))
+    context_found = _first(ann, d.A_CONTEXT, main.flag(d.CONTEXT_FLAGS))
     context = _parse(context_found, parse_positive_int, "use a whole number of tokens such as 8192")
     if context is None:
         context = spec.context if spec else UNKNOWN_MODEL_CONTEXT
         if workload == "training":
             context = min(context, 2048)
-    batch_found = _first(ann, d.A_BATCH, d.env_value(main, ("MAX_BATCH_SIZE",)), d.flag_value(tokens, d.BATCH_FLAGS))
+    batch_found = _first(ann, d.A_BATCH, main.env_var(("MAX_BATCH_SIZE",)), main.flag(d.BATCH_FLAGS))
     batch = _parse(batch_found, parse_positive_int, "use a whole number of sequences such as 16") or 1
 
-    kv_found = _first(ann, d.A_KV_DTYPE, d.flag_value(tokens, d.KV_DTYPE_FLAGS))
+    kv_found = _first(ann, d.A_KV_DTYPE, main.flag(d.KV_DTYPE_FLAGS))
     if kv_found is not None and not is_kv_dtype(kv_found.value):
         raise DeclarationError(kv_found.source, kv_found.value, "use auto, fp16, bf16 or fp8")
     kv_dtype = kv_found.value if kv_found and kv_found.value.lower() != "auto" else None
@@ -272,11 +270,5 @@ def read_demand(view: PodView, config: Config, catalog: Catalog) -> Demand | Non
         workload=workload, kv_cache_dtype=kv_dtype,
     ))
     util = util_declared or (config.gpu_memory_utilization if workload == "inference" else 1.0)
-    return _with(base, model=model, spec=spec, estimate=est, utilization=util, warnings=warnings)
+    return done(model=model, spec=spec, estimate=est, utilization=util)
 
-
-def _with(base: Demand, **changes: Any) -> Demand:
-    warnings = changes.pop("warnings", [])
-    from dataclasses import replace
-
-    return replace(base, warnings=tuple(warnings), **changes)

@@ -49,3 +49,46 @@ def setup_logging(level: str | int = "INFO", stream: TextIO | None = None) -> No
         lg = logging.getLogger(name)
         lg.handlers.clear()
         lg.propagate = True
+
+
+def _json_handler() -> logging.StreamHandler[TextIO] | None:
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, _CONFIGURED, False) and isinstance(handler, logging.StreamHandler):
+            return handler
+    return None
+
+
+def info_fast(logger: logging.Logger, msg: str, fields: dict[str, Any]) -> None:
+    """One INFO line in the same JSON shape, without building a LogRecord: the per-review hot path.
+
+    Falls back to the logging machinery when the JSON handler is not installed (tests, embedding).
+    """
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    handler = _json_handler()
+    if handler is None:
+        logger.info(msg, extra={"fields": fields})
+        return
+    now = time.time()
+    line = {
+        "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z",
+        "level": "info",
+        "logger": logger.name,
+        "msg": msg,
+        **fields,
+    }
+    text = orjson.dumps(line, default=str).decode() + "\n"
+    with handler.lock or _NO_LOCK:
+        handler.stream.write(text)
+        handler.stream.flush()
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()

@@ -297,6 +297,10 @@ def mutate_job(job: dict[str, Any], judgement: Judgement, config: Config) -> dic
         rules.append({"action": "Ignore", "onExitCodes": {"operator": "In", "values": codes}})
     out = dict(job)
     out["spec"] = {**spec, "podFailurePolicy": {"rules": rules}}
+    if spec.get("podReplacementPolicy") not in (None, "Failed"):
+        # kube-apiserver defaulted it to TerminatingOrFailed (no podFailurePolicy yet); the Job API accepts a
+        # podFailurePolicy only with podReplacementPolicy Failed.
+        out["spec"]["podReplacementPolicy"] = "Failed"
     return out
 
 

@@ -110,6 +110,20 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
     return NodeFit(name, Code.FITS, "fits")
 
 
+def fits_ever(need: Need, node: NodeGPUs) -> bool:
+    """``fit(need, node, ever=True).fits`` without building reasons: the admission hot path."""
+    if not node.is_gpu_node:
+        return False
+    count = _label_count(node) if node.plugin_missing else node.capacity
+    if count < need.gpus:
+        return False
+    per_gpu = need.per_gpu_mib
+    if per_gpu is not None and (node.vram_mib <= 0 or per_gpu > node.vram_mib * need.utilization):
+        return False
+    min_driver = need.min_driver
+    return not (min_driver is not None and node.driver_major is not None and node.driver_major < min_driver)
+
+
 def _label_count(node: NodeGPUs) -> int:
     try:
         return int(node.labels.get("nvidia.com/gpu.count", "0"))
@@ -150,10 +164,10 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
     gpu_nodes = [n for n in nodes if n.is_gpu_node]
     if not gpu_nodes:
         return ClusterVerdict(True, Code.FITS, "no GPU nodes in the inventory; not checked")
+    for n in gpu_nodes:
+        if fits_ever(need, n):
+            return ClusterVerdict(True, Code.FITS, "fits", best_node=n.name)
     fits = [fit(need, n, ever=True) for n in gpu_nodes]
-    for f in fits:
-        if f.fits:
-            return ClusterVerdict(True, Code.FITS, "fits", best_node=f.node)
     who = demand.view.ref
     largest = max(gpu_nodes, key=lambda n: (n.vram_mib, n.capacity))
     if need.per_gpu_mib is not None and all(f.code in (Code.VRAM_TOO_SMALL, Code.VRAM_UNKNOWN, Code.TOO_FEW_GPUS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 from kubernetes.utils.quantity import parse_quantity
 
@@ -44,16 +45,25 @@ def parse_size_bytes(value: str | int) -> int:
     if isinstance(value, int):
         number = Decimal(value)
     else:
-        text = value.strip()
-        match = _SIZE_RE.match(text)
-        if match:
-            base = 1024 if match.group(3) else 1000
-            number = Decimal(match.group(1)) * (base ** _SIZE_POW[match.group(2).lower()])
-        else:
-            try:
-                number = parse_quantity(text)
-            except (ValueError, InvalidOperation, TypeError) as exc:
-                raise QuantityError(f"{value!r} is not a size") from exc
+        return _size_str(value)
+    if not number.is_finite() or number <= 0:
+        raise QuantityError(f"{value!r} is not a positive size")
+    return int(number)
+
+
+# Manifests repeat the same few quantities ("32Gi", "16Gi"): parse each string once.
+@lru_cache(maxsize=4096)
+def _size_str(value: str) -> int:
+    text = value.strip()
+    match = _SIZE_RE.match(text)
+    if match:
+        base = 1024 if match.group(3) else 1000
+        number = Decimal(match.group(1)) * (base ** _SIZE_POW[match.group(2).lower()])
+    else:
+        try:
+            number = parse_quantity(text)
+        except (ValueError, InvalidOperation, TypeError) as exc:
+            raise QuantityError(f"{value!r} is not a size") from exc
     if not number.is_finite() or number <= 0:
         raise QuantityError(f"{value!r} is not a positive size")
     return int(number)

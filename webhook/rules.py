@@ -13,7 +13,7 @@ from typing import Any
 from .config import Config
 from .demand import Demand
 from .inventory import NodeGPUs
-from .placement import Need, fit
+from .placement import Need, fit, fits_ever
 from .snapshot import Snapshot
 from .workload import PodView
 
@@ -98,8 +98,9 @@ def node_selector(spec: Mapping[str, Any]) -> dict[str, str]:
 def selects(spec: Mapping[str, Any], node: NodeGPUs) -> bool:
     """Whether the pod's nodeSelector and required node affinity admit ``node``."""
     labels = node.labels
-    for key, value in node_selector(spec).items():
-        if labels.get(key) != value:
+    sel = spec.get("nodeSelector")
+    for key, value in (sel.items() if isinstance(sel, dict) else ()):
+        if labels.get(str(key)) != str(value):
             return False
     terms = required_terms(spec)
     if terms is None:
@@ -172,11 +173,12 @@ def narrow_selector(demand: Demand, snapshot: Snapshot) -> Narrow | None:
     if not has_node_constraints(spec) or _is_node_agent(demand.view):
         return None
     need = Need.of(demand)
-    matched = [n for n in snapshot.nodes.values() if selects(spec, n)]
-    if not matched or any(n.is_gpu_node and fit(need, n, ever=True).fits for n in matched):
+    fitting = [n for n in snapshot.by_vram if fits_ever(need, n)]
+    # Usually the selector admits a node that can hold the pod: stop at the first one.
+    if not fitting or any(selects(spec, n) for n in fitting):
         return None
-    fitting = [n for n in snapshot.nodes.values() if n.is_gpu_node and fit(need, n, ever=True).fits]
-    if not fitting:
+    matched = [n for n in snapshot.nodes.values() if selects(spec, n)]
+    if not matched:
         return None
     matched.sort(key=lambda n: n.name)
     fitting.sort(key=lambda n: (-n.vram_mib, n.name))
@@ -246,13 +248,10 @@ def _is_node_agent(view: PodView) -> bool:
 
 
 def _selects_only_gpu_nodes(spec: Mapping[str, Any], snapshot: Snapshot) -> bool:
-    found = False
-    for node in snapshot.nodes.values():
-        if selects(spec, node):
-            if not node.is_gpu_node:
-                return False
-            found = True
-    return found
+    # CPU nodes first: in most clusters the first one already matches, and the answer is no.
+    if any(selects(spec, node) for node in snapshot.cpu_nodes):
+        return False
+    return any(selects(spec, node) for node in snapshot.by_vram)
 
 
 def non_gpu_on_gpu_nodes(view: PodView, snapshot: Snapshot, config: Config) -> str | None:

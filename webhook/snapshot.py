@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Protocol
 
 from .config import Config
@@ -37,7 +38,20 @@ class Snapshot:
         return self.free.get(name, node.allocatable)
 
     def gpu_nodes(self) -> list[NodeGPUs]:
-        return [n for n in self.nodes.values() if n.is_gpu_node]
+        return list(self.by_vram)
+
+    # Built once per snapshot (snapshots are immutable) so admission never rebuilds them per request.
+    @cached_property
+    def by_vram(self) -> tuple[NodeGPUs, ...]:
+        """GPU nodes, largest GPUs (then most GPUs) first: admission's "can any node hold it" stops early."""
+        gpu = [n for n in self.nodes.values() if n.is_gpu_node]
+        gpu.sort(key=lambda n: (-n.vram_mib, -n.capacity, n.name))
+        return tuple(gpu)
+
+    @cached_property
+    def cpu_nodes(self) -> tuple[NodeGPUs, ...]:
+        """Nodes without GPUs."""
+        return tuple(n for n in self.nodes.values() if not n.is_gpu_node)
 
 
 def capability(node: NodeGPUs) -> NodeGPUs:

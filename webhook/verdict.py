@@ -96,7 +96,7 @@ def judge(
             return _deny(enforcement, "non-gpu-on-gpu-nodes", problem, view=view)
         return Judgement(True, "non-gpu-on-gpu-nodes", warnings=(problem,), view=view)
     warnings = [*demand.warnings, *host_memory_warnings(demand, config), *cuda_visible_devices_warnings(demand, config)]
-    verdict = cluster_verdict(demand, snapshot.gpu_nodes())
+    verdict = cluster_verdict(demand, snapshot.by_vram)
     if not verdict.admit:
         return _deny(enforcement, str(verdict.code), verdict.message, tuple(warnings), demand, view)
     if verdict.message != "fits":

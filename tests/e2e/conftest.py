@@ -4,6 +4,9 @@ Fixtures
   cluster     (session)  a started :class:`harness.ControlPlane`
   namespace   (function) a fresh namespace (its default ServiceAccount exists), deleted after
   gpu_nodes   (function) ``gpu_nodes(name, **kw)`` = ``cluster.create_gpu_node``; deleted after
+  vramgate    (module)   ``vramgate serve --role all`` as a subprocess, registered from the chart:
+                         webhook configurations, PriorityClasses, and the scheduler's extender
+                         (see vramgate_fixture.py); unregistered and stopped after the module
 
 Binaries come from ``bash tests/e2e/build.sh``; a missing one fails the suite. Component
 logs go to tests/e2e/_artifacts/<component>.log; their tails are attached to failures.
@@ -19,7 +22,8 @@ from typing import Any
 import pytest
 
 from tests.e2e import harness
-from tests.e2e.harness import BUILD_CMD, ControlPlane, HarnessError, missing_binaries
+from tests.e2e.harness import BUILD_CMD, ApiError, ControlPlane, HarnessError, missing_binaries
+from tests.e2e.vramgate_fixture import NAMESPACE, Vramgate
 
 _E2E_DIR = Path(__file__).resolve().parent
 _CLUSTER: list[ControlPlane] = []
@@ -95,3 +99,32 @@ def gpu_nodes(cluster: ControlPlane) -> Iterator[Callable[..., dict[str, Any]]]:
     yield make
     for n in created:
         cluster.delete_node(n)
+
+
+@pytest.fixture(scope="module")
+def vramgate(cluster: ControlPlane) -> Iterator[Vramgate]:
+    """vramgate in cluster mode, wired in as the chart wires it; torn down webhooks first, so the
+    cluster never calls a webhook that is gone (the validating one fails closed)."""
+    try:
+        cluster.request("POST", "/api/v1/namespaces",
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, ok=(201, 409))
+    except ApiError as exc:
+        pytest.fail(f"cannot create namespace {NAMESPACE}: {exc}", pytrace=False)
+    gate = Vramgate(cluster)
+    gate.apply(gate.priority_classes())
+    try:
+        gate.start()
+    except HarnessError as exc:
+        gate.stop()
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        gate.register()
+        cluster.start_scheduler([gate.extender()])
+        yield gate
+    finally:
+        gate.unregister()
+        cluster.start_scheduler(None)
+        gate.stop()
+        for pc in gate.priority_classes():
+            cluster.kubectl("delete", "priorityclass", pc["metadata"]["name"], "--ignore-not-found", "--wait=false")
+        cluster.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}", ok=(200, 202, 404))

@@ -317,7 +317,9 @@ _LIVE: set[Process] = set()
 class Process:
     """A control-plane component: one child process in its own process group."""
 
-    def __init__(self, name: str, argv: Sequence[str], log: Path, cwd: Path) -> None:
+    def __init__(
+        self, name: str, argv: Sequence[str], log: Path, cwd: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.name, self.argv, self.log = name, list(argv), log
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as f:
@@ -329,6 +331,7 @@ class Process:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
+                env=env,
                 start_new_session=True,
             )
         _LIVE.add(self)
@@ -632,7 +635,9 @@ class ControlPlane:
 
     def log_tails(self, lines: int = 30) -> str:
         out = []
-        for b in BINARIES:
+        # The control plane's logs, then any other component's (vramgate.log) written beside them.
+        others = sorted(p.stem for p in self.logs_dir.glob("*.log") if p.stem not in BINARIES)
+        for b in (*BINARIES, *others):
             log = self.logs_dir / f"{b}.log"
             if log.exists():
                 out.append(f"----- {log} (last {lines} lines) -----\n{tail(log, lines)}")

@@ -24,7 +24,7 @@ def test_seed_rejected_on_small_cluster(capsys: pytest.CaptureFixture[str]) -> N
                        str(EX / "cluster-small.yaml"))
     assert code == 1
     assert out.startswith("REJECT  deployment/llm-15b: needs ")
-    assert "the largest GPU in the cluster has 4 GiB (gpu-t1000-0, NVIDIA-T1000" in out and "Try: " in out
+    assert "the largest GPU in the cluster has 4 GiB (gpu-" in out and "Try: " in out
 
 
 def test_check_admits_on_sample_cluster(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..logs import info_fast
 from ..state import AppState
 from ..workload import WORKLOAD_KINDS
 from .decision import Answer, Webhook, decide, failure_answer
@@ -83,7 +84,7 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     metrics.admission_requests.labels(req["operation"], kind, verdict, answer.reason).inc()
     metrics.admission_duration.labels(webhook).observe(elapsed)
     if log.isEnabledFor(logging.INFO):
-        log.info("review", extra={"fields": _fields(req, webhook, verdict, answer, elapsed)})
+        info_fast(log, "review", _fields(req, webhook, verdict, answer, elapsed))
     return Response(body, media_type="application/json")
 
 

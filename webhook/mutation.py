@@ -7,12 +7,11 @@ safe under ``reinvocationPolicy: IfNeeded``.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
-import jsonpatch
 import orjson
+from jsonpointer import escape
 
 from .config import Config
 from .demand import Demand
@@ -304,7 +303,7 @@ def mutate_job(job: dict[str, Any], judgement: Judgement, config: Config) -> dic
     return out
 
 
-# What mutate_pod may touch. Diffing only these parts (paths unchanged) keeps jsonpatch off the rest of the Pod.
+# What mutate_pod may touch. Diffing only these parts (paths unchanged) keeps the differ off the rest of the Pod.
 _POD_SPEC_KEYS = ("affinity", "nodeSelector", "tolerations", "priorityClassName", "priority", "preemptionPolicy",
                   "schedulerName", "terminationGracePeriodSeconds", "containers", "initContainers")
 _CONTAINER_KEYS = ("env", "resources")
@@ -343,16 +342,37 @@ def mutation(obj: dict[str, Any], judgement: Judgement, config: Config) -> tuple
         proj_before, proj_after = _pod_projection(obj), _pod_projection(mutated)
         if proj_before is not None and proj_after is not None:
             before, after = proj_before, proj_after
-    # make_patch without move detection (plain add/remove/replace) and with orjson as the canonical serializer.
-    ops: list[dict[str, Any]] = jsonpatch.JsonPatch.from_diff(before, after, optimization=False, dumps=_dumps).patch
+    ops: list[dict[str, Any]] = []
+    _diff(before, after, "", ops)
     return ops, notes
 
 
-def _dumps(value: Any) -> str:
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # ints beyond 64 bits: the stdlib copes
-        return json.dumps(value, sort_keys=True)
+def _diff(before: Any, after: Any, path: str, ops: list[dict[str, Any]]) -> None:
+    """Append add/remove/replace operations turning ``before`` into ``after``.
+
+    Mappings are compared key by key and equal-length lists element by element; any other change
+    replaces the value whole. Mutation only adds and rewrites at known places, so this yields the
+    same small patch as jsonpatch's general differ (whose list alignment costs ~0.5 ms a Pod) without
+    its search. Equality checks run in C.
+    """
+    if before == after:
+        return
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key, value in before.items():
+            if key not in after:
+                ops.append({"op": "remove", "path": f"{path}/{escape(str(key))}"})
+            elif value != after[key]:
+                _diff(value, after[key], f"{path}/{escape(str(key))}", ops)
+        for key, value in after.items():
+            if key not in before:
+                ops.append({"op": "add", "path": f"{path}/{escape(str(key))}", "value": value})
+        return
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for i, (old, new) in enumerate(zip(before, after, strict=True)):
+            if old != new:
+                _diff(old, new, f"{path}/{i}", ops)
+        return
+    ops.append({"op": "replace", "path": path, "value": after})
 
 
 def _copy(obj: dict[str, Any]) -> dict[str, Any]:

@@ -74,8 +74,9 @@ def test_rotation_under_load_fails_nothing(tmp_path: Path) -> None:
         def loop() -> None:
             while not stop.is_set():
                 try:
-                    status, serial, _ = request(srv.port, ctx, "POST", "/validate", body)
-                    results.append((time.monotonic(), status, serial))
+                    shook: list[float] = []
+                    status, serial, _ = request(srv.port, ctx, "POST", "/validate", body, handshakes=shook)
+                    results.append((shook[0], status, serial))
                 except BaseException as exc:
                     errors.append(exc)
 
@@ -87,7 +88,9 @@ def test_rotation_under_load_fails_nothing(tmp_path: Path) -> None:
         slow_tls = ctx.wrap_socket(slow, server_hostname="127.0.0.1")
         slow_tls.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[: len(body) // 2])
-        time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while len(results) < 3 and time.monotonic() < deadline:  # some requests see the old cert first
+            time.sleep(0.05)
         write_bundle(second, tmp_path)  # renames tls.crt, then tls.key: a half-rotated pair is seen and skipped
         new_serial = serial_of(tmp_path / "tls.crt")
         deadline = time.monotonic() + 10
@@ -104,7 +107,7 @@ def test_rotation_under_load_fails_nothing(tmp_path: Path) -> None:
     assert errors == []
     assert reply.startswith(b"HTTP/1.1 200 ")
     assert all(status == 200 for _, status, _ in results)
-    serials = [s for _, _, s in results]
+    serials = [s for _, _, s in sorted(results)]  # in handshake order
     assert serials[0] == old_serial and serials[-1] == new_serial
     switched = serials.index(new_serial)
     assert set(serials[switched:]) == {new_serial}  # once rotated, every new connection sees the new cert

@@ -106,8 +106,12 @@ def vramgate(cluster: ControlPlane) -> Iterator[Vramgate]:
     """vramgate in cluster mode, wired in as the chart wires it; torn down webhooks first, so the
     cluster never calls a webhook that is gone (the validating one fails closed)."""
     try:
-        cluster.request("POST", "/api/v1/namespaces",
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, ok=(201, 409))
+        cluster.request(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            ok=(201, 409),
+        )
     except ApiError as exc:
         pytest.fail(f"cannot create namespace {NAMESPACE}: {exc}", pytrace=False)
     gate = Vramgate(cluster)

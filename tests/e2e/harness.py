@@ -317,9 +317,7 @@ _LIVE: set[Process] = set()
 class Process:
     """A control-plane component: one child process in its own process group."""
 
-    def __init__(
-        self, name: str, argv: Sequence[str], log: Path, cwd: Path, env: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, name: str, argv: Sequence[str], log: Path, cwd: Path, env: dict[str, str] | None = None) -> None:
         self.name, self.argv, self.log = name, list(argv), log
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as f:

@@ -120,8 +120,9 @@ def wait_bound(
     """Wait until ``n`` pods match and every one has been bound; return them."""
     return cluster.wait_for(
         f"{n} bound pods {selector} in {namespace}",
-        lambda: len(ps := pods_of(cluster, namespace, selector)) == n and all(p["spec"].get("nodeName") for p in ps)
-        and ps,
+        lambda: (
+            len(ps := pods_of(cluster, namespace, selector)) == n and all(p["spec"].get("nodeName") for p in ps) and ps
+        ),
         timeout,
     )
 
@@ -167,8 +168,11 @@ def failed_scheduling(cluster: ControlPlane, name: str, namespace: str, *needles
     """Wait until ``kubectl describe pod`` shows a FailedScheduling event carrying every needle."""
     return cluster.wait_for(
         f"FailedScheduling for {name} showing {needles}",
-        lambda: "FailedScheduling" in (d := describe(cluster, "pod", name, namespace))
-        and all(n in d for n in needles) and d,
+        lambda: (
+            "FailedScheduling" in (d := describe(cluster, "pod", name, namespace))
+            and all(n in d for n in needles)
+            and d
+        ),
         timeout,
     )
 
@@ -312,7 +316,9 @@ def test_unhealthy_gpu_nodes_are_avoided_with_the_extenders_reason(
     assert r.returncode == 0, r.stderr
     # kube-scheduler's own filters pass both nodes (free nvidia.com/gpu, no taints): the extender drops them.
     text = failed_scheduling(
-        cluster, "chat", namespace,
+        cluster,
+        "chat",
+        namespace,
         "GPUFault: GPU fault: condition GpuMemWatch=True (double-bit ECC error)",
         "GPUFault: 6 of 8 GPUs unhealthy",
     )
@@ -340,8 +346,11 @@ def test_controller_labels_vram_for_native_affinity(
     def labels(node: str) -> dict[str, str]:
         return cluster.get_node(node)["metadata"]["labels"]
 
-    cluster.wait_for("the controller's labels", lambda: MEMORY_LABEL in labels("s5-h100") and MEMORY_LABEL in
-                     labels("s5-l4"), timeout=20)
+    cluster.wait_for(
+        "the controller's labels",
+        lambda: MEMORY_LABEL in labels("s5-h100") and MEMORY_LABEL in labels("s5-l4"),
+        timeout=20,
+    )
     assert labels("s5-h100")[MEMORY_LABEL] == "81920" and labels("s5-l4")[MEMORY_LABEL] == "23034"
     assert labels("s5-h100")["vramgate.io/gpu-health"] == "healthy"
     assert labels("s5-h100")["nvidia.com/gpu.memory"] == "80Gi"  # GFD's label is left alone
@@ -418,8 +427,9 @@ def test_vramgate_down_fails_closed_and_recovers_by_itself(
         assert 'failed calling webhook "validate.vramgate.io"' in msg and "mutate.vramgate.io" not in msg, msg
         assert apiserver_fail_open(cluster, "mutate.vramgate.io") > mutate_fail_open
         # The ReplicaSet controller cannot replace a lost pod meanwhile; it says so and keeps retrying.
-        cluster.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{old['metadata']['name']}",
-                        {"gracePeriodSeconds": 0})
+        cluster.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/pods/{old['metadata']['name']}", {"gracePeriodSeconds": 0}
+        )
         rs = old["metadata"]["ownerReferences"][0]["name"]
         cluster.wait_for(
             "FailedCreate on the ReplicaSet",
@@ -448,8 +458,15 @@ def test_mutation_ignore_admits_unmutated_pods_while_down(
     ``Ignore`` means becomes visible: pods are admitted unmutated."""
     gpu_nodes("s7i-l4", **L4)
     gate.wait_inventory({"s7i-l4"})
-    gate.register(gate.render(webhook={"clientConfig": "url", "url": gate.url,
-                                       "failurePolicy": {"mutating": "Ignore", "validating": "Ignore"}}))
+    gate.register(
+        gate.render(
+            webhook={
+                "clientConfig": "url",
+                "url": gate.url,
+                "failurePolicy": {"mutating": "Ignore", "validating": "Ignore"},
+            }
+        )
+    )
     try:
         assert gate.stop() == 0
         try:
@@ -491,8 +508,9 @@ def test_cert_rotation_while_the_apiserver_keeps_calling(
             resource, prefix, body = objs[i % 2]
             i += 1
             try:
-                out = cluster.request("POST", f"{prefix}/namespaces/{namespace}/{resource}", body,
-                                      query={"dryRun": "All"}, timeout=10)
+                out = cluster.request(
+                    "POST", f"{prefix}/namespaces/{namespace}/{resource}", body, query={"dryRun": "All"}, timeout=10
+                )
                 ok = resource != "pods" or A_REQUIRED in out["metadata"].get("annotations", {})  # mutated
                 results.append((time.monotonic(), resource, "ok" if ok else f"not mutated: {out['metadata']}"))
             except Exception as exc:  # every failure is a finding
@@ -504,14 +522,19 @@ def test_cert_rotation_while_the_apiserver_keeps_calling(
     old_serial = gate.served_serial()
     assert old_serial == gate.file_serial()
     reloads = gate.log_text().count("TLS certificate reloaded")
+    dry_reviews = gate.log_text().count('"dry_run":true')
     worker = threading.Thread(target=hammer, daemon=True)
     worker.start()
     try:
         cluster.wait_for("dry runs before the rotation", lambda: count() >= 20, timeout=30)
         new_serial = gate.rotate_cert()
         t_rotated = time.monotonic()
-        cluster.wait_for("the new certificate on new connections", lambda: gate.served_serial() == new_serial,
-                         timeout=10, interval=0.05)
+        cluster.wait_for(
+            "the new certificate on new connections",
+            lambda: gate.served_serial() == new_serial,
+            timeout=10,
+            interval=0.05,
+        )
         n = count()
         cluster.wait_for("dry runs after the reload", lambda: count() >= n + 20, timeout=30)
     finally:
@@ -523,6 +546,8 @@ def test_cert_rotation_while_the_apiserver_keeps_calling(
     assert sum(1 for r in results if r[0] > t_rotated) >= 20
     assert {r[1] for r in results} == {"pods", "deployments"}
     assert gate.log_text().count("TLS certificate reloaded") == reloads + 1
+    # Every dry run really went through vramgate (sideEffects: None lets kube-apiserver call it for dry runs).
+    assert gate.log_text().count('"dry_run":true') - dry_reviews >= len(results)
     # kube-apiserver's idle connections are closed (uvicorn keep-alive 5 s): its next call makes a new TLS
     # connection, which must verify the new certificate against the caBundle registered at the start.
     time.sleep(6)
@@ -543,8 +568,12 @@ def test_gpu_job_gets_pod_failure_policy(
     tpl = template(SMALL)
     tpl["metadata"]["labels"] = {"app": "finetune"}
     tpl["spec"]["restartPolicy"] = "Never"
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "finetune"},
-           "spec": {"backoffLimit": 3, "template": tpl}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "finetune"},
+        "spec": {"backoffLimit": 3, "template": tpl},
+    }
 
     r = kubectl_apply(cluster, tmp_path, job, namespace)
 

@@ -115,8 +115,9 @@ class Vramgate:
 
     def apply(self, objects: list[dict[str, Any]]) -> None:
         """``kubectl apply`` a list of objects."""
-        self.cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                    "items": objects}))
+        self.cluster.kubectl(
+            "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+        )
 
     def register(self, chart: list[dict[str, Any]] | None = None) -> None:
         self.apply(self.webhook_configurations(chart))
@@ -129,11 +130,22 @@ class Vramgate:
 
     def argv(self) -> list[str]:
         return [
-            str(REPO_ROOT / ".venv" / "bin" / "vramgate"), "serve", "--role", "all",
-            "--kubeconfig", str(self.cluster.kubeconfig),
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--tls-cert", str(self.dir / "tls.crt"), "--tls-key", str(self.dir / "tls.key"),
-            "--config", str(self.config_path),
+            str(REPO_ROOT / ".venv" / "bin" / "vramgate"),
+            "serve",
+            "--role",
+            "all",
+            "--kubeconfig",
+            str(self.cluster.kubeconfig),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--tls-cert",
+            str(self.dir / "tls.crt"),
+            "--tls-key",
+            str(self.dir / "tls.key"),
+            "--config",
+            str(self.config_path),
         ]
 
     def alive(self) -> bool:
@@ -243,8 +255,9 @@ class Vramgate:
         key_pem = key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
-        self.bundle = Bundle(self.bundle.ca_pem, cert.public_bytes(serialization.Encoding.PEM), key_pem,
-                             self.bundle.ca_key_pem)
+        self.bundle = Bundle(
+            self.bundle.ca_pem, cert.public_bytes(serialization.Encoding.PEM), key_pem, self.bundle.ca_key_pem
+        )
         write_bundle(self.bundle, self.dir)
         return int(cert.serial_number)
 
@@ -253,12 +266,13 @@ class Vramgate:
 
     def served_serial(self) -> int:
         """The serial of the certificate a NEW TLS connection is served (verified against the CA)."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as raw, \
-                self.client_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        with (
+            socket.create_connection(("127.0.0.1", self.port), timeout=5) as raw,
+            self.client_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
             der = tls.getpeercert(binary_form=True)
         assert der is not None
         return int(x509.load_der_x509_certificate(der).serial_number)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
-

@@ -34,7 +34,7 @@ e2e-bin:
 chart:
 	bash tests/chart/install_helm.sh
 
-e2e: $(STAMP) e2e-bin
+e2e: $(STAMP) e2e-bin chart
 	$(BIN)/pytest tests/e2e -q -m e2e
 
 lint: $(STAMP)

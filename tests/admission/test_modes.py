@@ -6,12 +6,14 @@ import dataclasses
 import logging
 from typing import Any
 
+import orjson
 import pytest
 
 import webhook.admission.decision as decide_mod
 from webhook.config import Admission, Config
+from webhook.state import AppState
 
-from .conftest import use
+from .conftest import SwappableInventory, use
 from .helpers import Service, cluster, defaulted_pod, example, gpu_container, patch_ops, pod_of, review, workload
 
 BIG = {"vramgate.io/model-params": "180B", "vramgate.io/precision": "bf16"}
@@ -94,3 +96,17 @@ def test_mutation_error_fails_open(svc: Service, monkeypatch: pytest.MonkeyPatch
     resp = svc.ask("mutate", review(pod_of(example("llama3-8b-deployment.yaml"))))
     assert resp["allowed"] is True and "patch" not in resp and patch_ops(resp) == []
     assert svc.state.metrics.admission_errors.labels("mutate")._value.get() == before + 1
+
+
+def test_unsynced_inventory_answers_like_a_down_webhook() -> None:
+    from webhook.admission.decision import decide
+    from webhook.admission.review import parse_review
+    from webhook.snapshot import Snapshot
+
+    req = parse_review(orjson.dumps(review(big_deployment())))
+    closed = AppState(Config(), SwappableInventory(Snapshot()))
+    answer = decide(closed, req, "validate")
+    assert not answer.allowed and answer.reason == "inventory-not-synced" and "not synced" in answer.message
+    assert decide(closed, req, "mutate").allowed
+    open_ = AppState(Config(admission={"validation_failure_mode": "allow"}), SwappableInventory(Snapshot()))
+    assert decide(open_, req, "validate").allowed

@@ -122,8 +122,12 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
                 return Answer(True, "update")  # pod specs are (mostly) immutable; only CREATE is rewritten
             if not declaration_changed(obj, req.get("oldObject")):
                 return Answer(True, "unchanged")
+        snapshot = state.inventory.snapshot()
+        if not snapshot.synced:
+            # Judging an empty inventory would admit everything; answer as if the webhook were down.
+            return unsynced_answer(state, webhook)
         obj = _with_kind(obj, req)
-        judgement = judge(obj, state.inventory.snapshot(), config, state.catalog,
+        judgement = judge(obj, snapshot, config, state.catalog,
                           namespace=namespace or None, enforcement=enforcement)
         if webhook == "validate":
             return Answer(judgement.allowed, judgement.code, judgement.message, judgement.warnings)
@@ -134,6 +138,14 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
     except Exception:
         log.exception("admission decision failed", extra={"fields": {"uid": req["uid"], "webhook": webhook}})
         return failure_answer(state, webhook)
+
+
+def unsynced_answer(state: AppState, webhook: Webhook) -> Answer:
+    """Before the first inventory sync: mutation fails open; validation per admission.validation_failure_mode."""
+    if webhook == "validate" and state.config.admission.validation_failure_mode == "deny":
+        return Answer(False, "inventory-not-synced", "vramgate has not synced its node inventory yet; retry in a "
+                      "few seconds (failing closed per admission.validation_failure_mode)")
+    return Answer(True, "inventory-not-synced")
 
 
 def failure_answer(state: AppState, webhook: Webhook) -> Answer:

@@ -15,6 +15,7 @@ from .demand import Demand
 from .inventory import NodeGPUs
 from .placement import Need, fit, fits_ever
 from .snapshot import Snapshot
+from .usage import container_gpus
 from .workload import PodView
 
 # Kinds whose pods are node agents (device plugin, DCGM exporter): they belong on GPU nodes without a GPU.
@@ -276,21 +277,6 @@ def non_gpu_on_gpu_nodes(view: PodView, snapshot: Snapshot, config: Config) -> s
 
 # ---------------------------------------------------------------------------------------------------------------
 # CUDA_VISIBLE_DEVICES that names more devices than the container gets.
-
-
-def container_gpus(container: Mapping[str, Any], resource: str) -> int:
-    """A container's GPU count from its limits (or requests); 0 when absent or unreadable."""
-    resources = container.get("resources")
-    if not isinstance(resources, dict):
-        return 0
-    for key in ("limits", "requests"):
-        section = resources.get(key)
-        if isinstance(section, dict) and resource in section:
-            try:
-                return max(0, int(str(section[resource])))
-            except ValueError:
-                return 0
-    return 0
 
 
 def cuda_visible_devices_warnings(demand: Demand, config: Config) -> list[str]:

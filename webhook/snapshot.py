@@ -127,11 +127,11 @@ class InventorySource(Protocol):
     async def stop(self) -> None: ...
 
 
-class StaticInventory:
-    """A fixed inventory read once from a file of Node objects (``--nodes``)."""
+class FixedInventory:
+    """An inventory that serves one snapshot for its whole life."""
 
-    def __init__(self, nodes: Iterable[dict[str, Any]], config: Config) -> None:
-        self._snapshot = snapshot_from_nodes(nodes, config, revision=1)
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
 
     def snapshot(self) -> Snapshot:
         return self._snapshot
@@ -141,3 +141,10 @@ class StaticInventory:
 
     async def stop(self) -> None:
         return None
+
+
+class StaticInventory(FixedInventory):
+    """A fixed inventory read once from a file of Node objects (``--nodes``)."""
+
+    def __init__(self, nodes: Iterable[dict[str, Any]], config: Config) -> None:
+        super().__init__(snapshot_from_nodes(nodes, config, revision=1))

@@ -8,7 +8,8 @@ from typing import Any
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
-def _count(container: Any, resource: str) -> int:
+def container_gpus(container: Any, resource: str = "nvidia.com/gpu") -> int:
+    """A container's GPUs from its requests (or limits: for extended resources a limit implies the request)."""
     if not isinstance(container, dict):
         return 0
     res = container.get("resources") or {}
@@ -29,8 +30,8 @@ def pod_gpus(pod: dict[str, Any], resource: str = "nvidia.com/gpu") -> int:
     spec = pod.get("spec") or {}
     if not isinstance(spec, dict):
         return 0
-    app = sum(_count(c, resource) for c in spec.get("containers") or [])
-    init = max((_count(c, resource) for c in spec.get("initContainers") or []), default=0)
+    app = sum(container_gpus(c, resource) for c in spec.get("containers") or [])
+    init = max((container_gpus(c, resource) for c in spec.get("initContainers") or []), default=0)
     return max(app, init)
 
 

@@ -55,22 +55,6 @@ def fixed_snapshot() -> Snapshot:
     return snapshot_from_nodes(nodes(), CFG, USED, revision=1)
 
 
-class FixedInventory:
-    """An InventorySource serving one snapshot (StaticInventory cannot say which GPUs are in use)."""
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot
-
-    def snapshot(self) -> Snapshot:
-        return self._snapshot
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-
 def gpu_pod(gpus: int = 2, vram: str | None = "60Gi", *, cuda: str | None = "12.2", name: str = "llm",
             placement: str | None = None, uid: str | None = None, **annotations: str) -> dict[str, Any]:
     """A pod as kube-scheduler sends it: no kind/apiVersion (typed informers drop TypeMeta)."""

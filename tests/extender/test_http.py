@@ -11,11 +11,11 @@ import pytest
 
 from webhook.app import create_app
 from webhook.config import Config, Extender
-from webhook.snapshot import StaticInventory
+from webhook.snapshot import FixedInventory, StaticInventory
 from webhook.state import AppState
 
 from ..harness import Running, serve_app
-from .cluster import CFG, EXPECTED_CODES, FITS, FixedInventory, fixed_snapshot, gpu_pod, names, nodes
+from .cluster import CFG, EXPECTED_CODES, FITS, fixed_snapshot, gpu_pod, names, nodes
 
 
 @pytest.fixture(scope="module")

@@ -128,6 +128,10 @@ def _parse(found: d.Found | None, parser: Any, accepted: str) -> Any:
         raise DeclarationError(found.source, found.value, accepted) from None
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _tier(view: PodView, annotations: dict[str, str], config: Config) -> str:
     declared = annotations.get(d.A_TIER)
     if declared:
@@ -137,7 +141,7 @@ def _tier(view: PodView, annotations: dict[str, str], config: Config) -> str:
     kinds = set(config.admission.batch_kinds)
     owner_kinds = {
         o.get("kind")
-        for o in (view.meta.get("ownerReferences") or [])
+        for o in _list(view.meta.get("ownerReferences"))
         if isinstance(o, dict) and o.get("controller") and isinstance(o.get("kind"), str)
     }
     return "batch" if view.kind in kinds or owner_kinds & kinds else "production"

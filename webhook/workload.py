@@ -35,13 +35,11 @@ class PodView:
 
     @property
     def annotations(self) -> dict[str, str]:
-        ann = self.meta.get("annotations") or {}
-        return ann if isinstance(ann, dict) else {}
+        return _strings(self.meta.get("annotations"))
 
     @property
     def labels(self) -> dict[str, str]:
-        lab = self.meta.get("labels") or {}
-        return lab if isinstance(lab, dict) else {}
+        return _strings(self.meta.get("labels"))
 
     @property
     def ref(self) -> str:
@@ -58,6 +56,15 @@ class PodView:
                 raise WorkloadError(f"spec.{key} must be a list")
             out.extend(c for c in items if isinstance(c, dict))
         return out
+
+
+def _strings(value: Any) -> dict[str, str]:
+    """A string map as the API guarantees it; anything else in it (from a hand-made review) is dropped."""
+    if not isinstance(value, dict) or not value:
+        return {}
+    if all(type(v) is str for v in value.values()):
+        return value
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:

@@ -11,8 +11,8 @@ from .cuda import CudaVersion, format_cuda, min_driver_major
 from .demand import Demand
 from .inventory import NodeGPUs
 from .precision import DOWNGRADES, PRECISIONS
+from .vram import EstimateRequest, max_context, round_context
 from .vram import estimate as run_estimate
-from .vram import max_context, round_context
 
 MAX_SCORE = 10
 
@@ -216,6 +216,19 @@ def _breakdown(demand: Demand) -> str:
     return est.summary().split(": ", 1)[1]
 
 
+def _fewest_gpus(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> tuple[int, int, str] | None:
+    """The fewest GPUs above ``req.gpus`` on which some node holds ``req``: (GPUs, MiB per GPU, product)."""
+    for g in range(req.gpus + 1, max(n.capacity for n in nodes) + 1):
+        # Tensor parallelism splits attention heads evenly (vLLM: heads % tp == 0); unknown models: powers of 2.
+        if (req.spec.heads % g if req.spec else g & (g - 1)) != 0:
+            continue
+        alt = run_estimate(req.but(gpus=g))
+        for n in nodes:
+            if n.capacity >= g and alt.per_gpu_mib <= n.vram_mib * util:
+                return g, alt.per_gpu_mib, n.product or n.name
+    return None
+
+
 def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
     """Concrete changes, computed by the estimator, that would let some node hold the workload."""
     est = demand.estimate
@@ -235,13 +248,10 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
         if alt.per_gpu_mib <= room:
             tips.append(f"{p} weights (vramgate.io/precision: {p}) → {_gib(alt.per_gpu_mib)} GiB per GPU")
             break
-    for g in range(req.gpus + 1, max(n.capacity for n in nodes) + 1):
-        alt = run_estimate(req.but(gpus=g))
-        hosts = [n for n in nodes if n.capacity >= g and alt.per_gpu_mib <= n.vram_mib * util]
-        if hosts:
-            tips.append(f"{g} GPUs per pod (nvidia.com/gpu: {g}, tensor parallel) → {_gib(alt.per_gpu_mib)} GiB "
-                        f"per GPU on {hosts[0].product or hosts[0].name}")
-            break
+    more = _fewest_gpus(req, nodes, util)
+    if more is not None:
+        g, alt_mib, host = more
+        tips.append(f"{g} GPUs per pod (nvidia.com/gpu: {g}, tensor parallel) → {_gib(alt_mib)} GiB per GPU on {host}")
     if req.workload == "inference" and est.kv_cache_mib > 0:
         ctx = max_context(req, room)
         if ctx is not None and ctx < req.context and ctx >= 256:
@@ -252,6 +262,17 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
                 if run_estimate(req.but(batch=b)).per_gpu_mib <= room:
                     tips.append(f"batch {b} (vramgate.io/batch-size)")
                     break
+    if not tips:
+        # No single change is enough: the smallest GPU count that fits at each lower precision.
+        for p in DOWNGRADES:
+            if PRECISIONS[p].bits >= current_bits:
+                continue
+            combo = _fewest_gpus(req.but(precision=p), nodes, util)
+            if combo is not None:
+                g, per_gpu, host = combo
+                tips.append(f"{p} weights on {g} GPUs (vramgate.io/precision: {p}, nvidia.com/gpu: {g}) → "
+                            f"{_gib(per_gpu)} GiB per GPU on {host}")
+                break
     if not tips:
         most = max(n.capacity for n in nodes)
         floor = run_estimate(req.but(precision="int4", gpus=max(most, req.gpus), context=min(req.context, 2048),

@@ -114,3 +114,20 @@ def test_more_gpus_fit_on_more_nodes(gpus: int) -> None:
                    annotations={"vramgate.io/context-length": "8192"}))
     v = cluster_verdict(d, [n(name="h100", mem=81559, product="NVIDIA-H100-80GB-HBM3", gpus=8)])
     assert v.admit == (gpus >= 2)
+
+
+def test_combined_suggestion_when_no_single_change_fits() -> None:
+    d = demand(pod(container(gpus=1), annotations={"vramgate.io/model": "llama-3.1-405b-instruct"}))
+    v = cluster_verdict(d, [n(name="a100", mem=81920, gpus=8)])
+    assert not v.admit
+    tip = v.suggestions[0]
+    assert tip.startswith("fp8 weights on 8 GPUs") and "nvidia.com/gpu: 8" in tip
+
+
+def test_gpu_suggestions_divide_the_attention_heads() -> None:
+    # 70B has 64 heads: 3, 5, 6 and 7 GPUs are not valid tensor-parallel sizes, whatever the memory says.
+    d = demand(pod(container(gpus=1, env={"MODEL_NAME": "llama-3.1-70b-instruct"}),
+                   annotations={"vramgate.io/context-length": "8192"}))
+    v = cluster_verdict(d, [n(name="l40s", mem=46068, gpus=8, product="NVIDIA-L40S")])
+    gpus = [int(t.split()[0]) for t in v.suggestions if "GPUs per pod" in t]
+    assert gpus and all(64 % g == 0 for g in gpus)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -183,6 +184,19 @@ def make_server(
 # The command
 
 
+def _tune_gc() -> None:
+    """Keep the cyclic GC off the request path.
+
+    Everything loaded at start (modules, catalog, config, a fixed inventory) is frozen out of the
+    collector's generations, and the young-generation threshold is raised: each review allocates a
+    few hundred dicts that reference counting frees, and at the default threshold (700) a collection
+    ran every couple of reviews — the source of p99 spikes under load.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+
+
 def _ignore(sig: int, frame: FrameType | None) -> None:
     """uvicorn re-raises the signal that stopped it; after a clean shutdown that is a no-op."""
 
@@ -211,6 +225,7 @@ def serve(args: argparse.Namespace, config: Config) -> int:
     server = make_server(state, reloader, args.host, args.port, getattr(args, "kubeconfig", None))
     handled = (signal.SIGTERM, signal.SIGINT)
     previous = {sig: signal.signal(sig, _ignore) for sig in handled}
+    _tune_gc()
     try:
         server.run()
     finally:

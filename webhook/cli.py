@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTPS service (webhook, extender, controller)")
-    serve.add_argument("--nodes", metavar="FILE", help="serve a fixed inventory from this file of Node objects instead of a cluster")
+    serve.add_argument("--nodes", metavar="FILE",
+                       help="serve a fixed inventory from this file of Node objects instead of a cluster")
     serve.add_argument("--config", dest="config_sub", metavar="FILE", help="YAML config file (see webhook/config.py)")
     serve.add_argument("--role", choices=["all", "webhook", "extender", "controller"], default="all",
                        help="what this process serves: admission (/mutate, /validate), the scheduler extender, "
@@ -192,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="PEM certificate chain, reloaded on change (default certs/tls.crt)")
     serve.add_argument("--tls-key", metavar="FILE", default="certs/tls.key",
                        help="PEM private key, reloaded on change (default certs/tls.key)")
-    serve.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig for cluster mode (default: in-cluster, then ~/.kube/config)")
+    serve.add_argument("--kubeconfig", metavar="PATH",
+                       help="kubeconfig for cluster mode (default: in-cluster, then ~/.kube/config)")
     serve.add_argument("--dev", action="store_true", help="create a self-signed CA and serving cert under certs/ "
                        "if missing")
     serve.set_defaults(func=cmd_serve)

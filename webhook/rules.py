@@ -174,9 +174,12 @@ def narrow_selector(demand: Demand, snapshot: Snapshot) -> Narrow | None:
     if not has_node_constraints(spec) or _is_node_agent(demand.view):
         return None
     need = Need.of(demand)
-    fitting = [n for n in snapshot.by_vram if fits_ever(need, n)]
     # Usually the selector admits a node that can hold the pod: stop at the first one.
-    if not fitting or any(selects(spec, n) for n in fitting):
+    for n in snapshot.by_vram:
+        if fits_ever(need, n) and selects(spec, n):
+            return None
+    fitting = [n for n in snapshot.by_vram if fits_ever(need, n)]
+    if not fitting:
         return None
     matched = [n for n in snapshot.nodes.values() if selects(spec, n)]
     if not matched:

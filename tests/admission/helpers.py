@@ -15,6 +15,7 @@ import kubernetes_validate
 import orjson
 import yaml
 
+from tests.unit.helpers import container
 from webhook.config import Config
 from webhook.manifests import load_file, load_nodes
 from webhook.snapshot import Snapshot, snapshot_from_nodes
@@ -126,19 +127,8 @@ def pod_of(workload: dict[str, Any]) -> dict[str, Any]:
 def gpu_container(name: str = "main", gpus: int = 1, *, env: dict[str, str] | None = None,
                   memory: str | None = None, args: list[str] | None = None,
                   image: str = "vllm/vllm-openai:v0.6.3") -> dict[str, Any]:
-    c: dict[str, Any] = {"name": name, "image": image}
-    limits: dict[str, Any] = {}
-    if gpus:
-        limits["nvidia.com/gpu"] = gpus
-    if memory:
-        limits["memory"] = memory
-    if limits:
-        c["resources"] = {"limits": limits}
-    if env:
-        c["env"] = [{"name": k, "value": v} for k, v in env.items()]
-    if args:
-        c["args"] = args
-    return c
+    """A container asking for ``gpus`` GPUs (0: none)."""
+    return container(name, gpus or None, image=image, env=env, args=args, memory=memory)
 
 
 def workload(kind: str, *containers: dict[str, Any], name: str = "w", namespace: str = "ml",

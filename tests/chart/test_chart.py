@@ -701,3 +701,19 @@ def test_install_helm_script_is_idempotent(helm: str) -> None:
                           timeout=60, check=False)
     if Path(helm) == ROOT / ".cache/bin/helm":
         assert proc.returncode == 0 and "already" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_gpu_workloads_only_match_conditions(render: Render) -> None:
+    objs = render({}, namespace=NS)
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        (hook,) = one(objs, kind)["webhooks"]
+        (cond,) = hook["matchConditions"]
+        expr = cond["expression"]
+        assert cond["name"] == "gpu-workloads-only"
+        # One branch per pod location: Pod, CronJob, and the template of every other kind.
+        for path in ("object.spec.containers", "object.spec.jobTemplate.spec.template.spec.containers",
+                     "object.spec.template.spec.containers"):
+            assert f"has({path}) && {path}.exists(c" in expr
+        assert expr.count("'nvidia.com/gpu' in c.resources.limits") == 6 and "t.key == 'nvidia.com/gpu'" in expr
+    off = render({"webhook": {"gpuWorkloadsOnly": False}}, namespace=NS)
+    assert "matchConditions" not in one(off, "ValidatingWebhookConfiguration")["webhooks"][0]

@@ -154,6 +154,7 @@ def values_schema() -> Schema:
                 "url": {"type": "string", "pattern": r"^(https://.+)?$"},
                 "failurePolicy": obj({"mutating": FAILURE_POLICY, "validating": FAILURE_POLICY}),
                 "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 10},
+                "gpuWorkloadsOnly": BOOL,
                 "excludedNamespaces": {"type": "array", "items": STRING},
                 **component,
             }, "The admission webhook (mutating + validating)."),

@@ -426,6 +426,14 @@ def test_vramgate_down_fails_closed_and_recovers_by_itself(
         msg = str(err.value)
         assert 'failed calling webhook "validate.vramgate.io"' in msg and "mutate.vramgate.io" not in msg, msg
         assert apiserver_fail_open(cluster, "mutate.vramgate.io") > mutate_fail_open
+        # A CPU-only pod never reaches vramgate (the chart's gpu-workloads-only matchConditions): the outage
+        # does not touch it.
+        cpu_only = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu-only"},
+                    "spec": {"containers": [{"name": "web", "image": IMAGE,
+                                             "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+        created = cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods", cpu_only)
+        assert created["metadata"]["name"] == "cpu-only"
+        assert "vramgate.io/estimate" not in (created["metadata"].get("annotations") or {})
         # The ReplicaSet controller cannot replace a lost pod meanwhile; it says so and keeps retrying.
         cluster.request(
             "DELETE", f"/api/v1/namespaces/{namespace}/pods/{old['metadata']['name']}", {"gracePeriodSeconds": 0}

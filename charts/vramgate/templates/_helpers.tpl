@@ -143,6 +143,29 @@ objectSelector:
       values: ["true"]
 {{- end }}
 
+{{/*
+CEL: does the PodSpec at .path ask for a GPU, or tolerate the GPU taint (the non-GPU-pod rule's case)?
+Everything else is none of vramgate's business, and kube-apiserver need not call it for it.
+*/}}
+{{- define "vramgate.celWantsGPU" -}}
+{{- $p := .path -}}{{- $r := .resource -}}
+{{- $c := printf "has(c.resources) && ((has(c.resources.limits) && '%s' in c.resources.limits) || (has(c.resources.requests) && '%s' in c.resources.requests))" $r $r -}}
+((has({{ $p }}.containers) && {{ $p }}.containers.exists(c, {{ $c }})) || (has({{ $p }}.initContainers) && {{ $p }}.initContainers.exists(c, {{ $c }})) || (has({{ $p }}.tolerations) && {{ $p }}.tolerations.exists(t, (has(t.key) && t.key == '{{ $r }}') || (!has(t.key) && has(t.operator) && t.operator == 'Exists'))))
+{{- end }}
+
+{{/* matchConditions limiting both webhooks to GPU workloads (webhook.gpuWorkloadsOnly). */}}
+{{- define "vramgate.matchConditions" -}}
+{{- if .Values.webhook.gpuWorkloadsOnly }}
+{{- $r := dig "labels" "gpu_resource" "nvidia.com/gpu" (.Values.config | default dict) }}
+matchConditions:
+  - name: gpu-workloads-only
+    expression: >-
+      request.kind.kind == 'Pod' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec" "resource" $r) }}
+      : request.kind.kind == 'CronJob' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.jobTemplate.spec.template.spec" "resource" $r) }}
+      : {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.template.spec" "resource" $r) }}
+{{- end }}
+{{- end }}
+
 {{/* The config file: values.config plus the keys the chart owns. */}}
 {{- define "vramgate.config" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) }}

@@ -1,0 +1,27 @@
+"""`make bench`: every benchmark, one table each — micro, extender, memory, admission under load."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+from . import admission_bench, extender_bench, micro, rss
+
+
+def main() -> None:
+    print(f"# vramgate benchmarks — {time.strftime('%Y-%m-%d %H:%M')} — {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}\n")
+    print("## Decision core (in-process)\n")
+    print(micro.table(), "\n")
+    print("## Scheduler extender: server time per call (in-process, raw bytes in → bytes out)\n")
+    extender_bench.main([])
+    print("\n## Memory\n")
+    print(rss.table(), "\n")
+    print("## Admission under load (HTTPS, server pinned to one core, load generator on another)\n")
+    results = admission_bench.run(duration=8, rate=500, connections=16)
+    print(admission_bench.table(results, 500, 16))
+
+
+if __name__ == "__main__":
+    main()

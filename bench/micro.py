@@ -1,0 +1,73 @@
+"""Micro-benchmarks of the decision core: estimator, demand and the whole admission verdict.
+
+Each figure is beside a baseline measured in the same run — decoding the same review with orjson,
+the least any webhook must do — so the ratio holds on a noisy machine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from webhook.catalog import builtin_catalog
+from webhook.config import Config
+from webhook.demand import read_demand
+from webhook.manifests import load_nodes
+from webhook.snapshot import snapshot_from_nodes
+from webhook.verdict import judge
+from webhook.vram import EstimateRequest, estimate
+from webhook.workload import pod_view
+
+from .payloads import PAYLOADS
+
+
+def per_call_us(fn: Callable[[], Any], seconds: float = 0.5) -> float:
+    """Median over 5 rounds of the mean µs per call."""
+    fn()
+    rounds = []
+    for _ in range(5):
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds / 5:
+            fn()
+            n += 1
+        rounds.append((time.perf_counter() - start) / n * 1e6)
+    return statistics.median(rounds)
+
+
+def rows() -> list[tuple[str, float, float]]:
+    config, catalog = Config(), builtin_catalog()
+    snapshot = snapshot_from_nodes(load_nodes("examples/cluster.yaml"), config)
+    spec = catalog.lookup("llama-3-8b-instruct")
+    out: list[tuple[str, float, float]] = []
+    for name, build in PAYLOADS.items():
+        review = build()
+        raw = orjson.dumps(review)
+        obj = review["request"]["object"]
+        view = pod_view(obj)
+        assert view is not None
+        base = per_call_us(lambda raw=raw: orjson.loads(raw))  # type: ignore[misc]
+        out.append((f"orjson.loads({name} review) — baseline", base, 1.0))
+        d = per_call_us(lambda view=view: read_demand(view, config, catalog))  # type: ignore[misc]
+        out.append((f"read_demand({name})", d, d / base))
+        j = per_call_us(lambda obj=obj: judge(obj, snapshot, config, catalog, namespace="ml"))  # type: ignore[misc]
+        out.append((f"judge({name})", j, j / base))
+    assert spec is not None
+    req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=8192, batch=16)
+    e = per_call_us(lambda: estimate(req))
+    out.append(("estimate(llama-3-8b, 8192 × 16)", e, float("nan")))
+    return out
+
+
+def table() -> str:
+    lines = ["| call | µs per call | × orjson.loads of the same review |", "|---|---|---|"]
+    for name, us, ratio in rows():
+        lines.append(f"| {name} | {us:.1f} | {'' if ratio != ratio else f'{ratio:.1f}×'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -371,11 +370,3 @@ async def run_controller(state: AppState, kubeconfig: str | None = None) -> None
     client = await asyncio.to_thread(api_client, kubeconfig)
     controller = Controller(state.config, client, state.inventory, state.metrics)
     await controller.run()
-
-
-def run_in_thread(controller: Controller) -> threading.Thread:
-    """Run a controller on its own event loop in a daemon thread (tools and tests)."""
-    thread = threading.Thread(target=lambda: asyncio.run(controller.run()), name=f"controller-{controller.identity}",
-                              daemon=True)
-    thread.start()
-    return thread

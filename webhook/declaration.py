@@ -21,10 +21,6 @@ A_WORKLOAD = "vramgate.io/workload"
 A_TIER = "vramgate.io/tier"
 A_CUDA = "vramgate.io/cuda"
 A_PLACEMENT = "vramgate.io/placement"
-DECLARATION_ANNOTATIONS = (
-    A_MODEL, A_PARAMS, A_PRECISION, A_CONTEXT, A_UTIL, A_KV_DTYPE, A_BATCH, A_VRAM, A_WORKLOAD, A_TIER,
-    A_CUDA, A_PLACEMENT,
-)
 
 MODEL_ENVS = ("MODEL_NAME", "MODEL_ID", "MODEL")
 MODEL_FLAGS = ("--model", "--model-id", "--model-path", "--model_id", "--hf-repo")
@@ -166,20 +162,6 @@ class Declared:
         if "llama.cpp" in image or "llama-server" in text or "llama-cpp" in image:
             return "llama.cpp"
         return None
-
-
-def flag_value(tokens: list[str], names: Iterable[str]) -> Found | None:
-    """The value of the first of ``names`` given as ``--flag value`` or ``--flag=value``."""
-    flags = _flags(tokens)
-    for name in names:
-        if name in flags:
-            return Found(flags[name], f"arg {name}")
-    return None
-
-
-def model_in_args(tokens: list[str]) -> Found | None:
-    """The model a command line names (see :meth:`Declared.model`)."""
-    return Declared({"args": tokens}).model()
 
 
 def quant_in_model_id(model: str) -> str | None:

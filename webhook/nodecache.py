@@ -143,9 +143,6 @@ class InventoryState:
     def gpu_node_count(self) -> int:
         return self._gpu_nodes
 
-    def pod_record(self, key: str) -> PodRecord | None:
-        return self._pods.get(key)
-
     def used(self, node: str) -> int:
         return self._used.get(node, 0)
 

@@ -126,8 +126,3 @@ def parse_positive_int(value: str | int) -> int:
     if number <= 0:
         raise QuantityError(f"{value!r} is not a positive integer")
     return number
-
-
-def mib_to_gib(mib: float) -> float:
-    """Convert MiB to GiB."""
-    return mib / 1024

@@ -4,7 +4,7 @@ import pytest
 
 from webhook.catalog import Catalog, ModelSpec, params_from_name
 from webhook.config import Config
-from webhook.declaration import flag_value, model_in_args, quant_in_model_id, tokens_of
+from webhook.declaration import Declared, quant_in_model_id, tokens_of
 from webhook.demand import DeclarationError, Demand, read_demand
 from webhook.workload import pod_view
 
@@ -192,8 +192,10 @@ def test_job_pod_is_batch_tier_through_owner() -> None:
 def test_token_and_id_helpers() -> None:
     assert tokens_of({"command": ["bash", "-c", "vllm serve m --x 1"]}) == ["vllm", "serve", "m", "--x",
                                                                            "1"]
-    assert flag_value(["--a=1", "--b", "2"], ["--b"]).value == "2"  # type: ignore[union-attr]
-    assert model_in_args(["/usr/bin/vllm", "serve", "m"]).value == "m"  # type: ignore[union-attr]
+    assert Declared({"args": ["--a=1", "--b", "2"]}).flag(["--b"]).value == "2"  # type: ignore[union-attr]
+    assert Declared({"args": ["--a=1", "--b", "2"]}).flag(["--a"]).value == "1"  # type: ignore[union-attr]
+    assert Declared({"command": ["/usr/bin/vllm", "serve", "m"]}).model().value == "m"  # type: ignore[union-attr]
+    assert Declared({"command": ["python3", "-m", "vllm.entrypoints.openai.api_server"]}).model() is None
     assert quant_in_model_id("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4") == "int4"
     assert quant_in_model_id("TheBloke/Llama-2-7B-AWQ") == "awq"
     assert quant_in_model_id("neuralmagic/Meta-Llama-3-8B-Instruct-FP8") == "fp8"

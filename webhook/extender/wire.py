@@ -57,10 +57,6 @@ class Parsed:
         self.node_list = node_list
         self.items = items
 
-    @property
-    def cache_mode(self) -> bool:
-        return self.names is not None
-
 
 def parse_args(body: bytes) -> Parsed:
     """Decode and shape-check ExtenderArgs. Raises BadRequest."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import ssl
-import time
 from pathlib import Path
 
 from cryptography import x509
@@ -22,17 +21,10 @@ def serial_of(path: Path) -> int:
 
 
 def request(port: int, ctx: ssl.SSLContext, method: str = "GET", path: str = "/healthz",
-            body: bytes | None = None, handshakes: list[float] | None = None) -> tuple[int, int, bytes]:
-    """(status, peer certificate serial, body) over a fresh TLS connection.
-
-    ``handshakes`` receives the monotonic time right after the TLS handshake, which is what decides
-    the certificate a connection sees (completion order does not, with several clients).
-    """
+            body: bytes | None = None) -> tuple[int, int, bytes]:
+    """(status, peer certificate serial, body) over a fresh TLS connection."""
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
     try:
-        conn.connect()
-        if handshakes is not None:
-            handshakes.append(time.monotonic())
         conn.request(method, path, body=body, headers={"content-type": "application/json"})
         resp = conn.getresponse()
         data = resp.read()

@@ -25,12 +25,15 @@ def request(port: int, ctx: ssl.SSLContext, method: str = "GET", path: str = "/h
     """(status, peer certificate serial, body) over a fresh TLS connection."""
     conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
     try:
-        conn.request(method, path, body=body, headers={"content-type": "application/json"})
-        resp = conn.getresponse()
-        data = resp.read()
+        conn.connect()
+        # Read the certificate before the exchange: a draining server answers "Connection: close", and
+        # http.client drops the socket once that response is read.
         assert conn.sock is not None
         der = conn.sock.getpeercert(binary_form=True)
         assert der is not None
+        conn.request(method, path, body=body, headers={"content-type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
         return resp.status, x509.load_der_x509_certificate(der).serial_number, data
     finally:
         conn.close()

@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..bodies import BadContentLength, BodyTooLarge, read_limited
 from ..logs import info_fast
 from ..state import AppState
 from ..workload import WORKLOAD_KINDS
@@ -18,29 +19,6 @@ from .review import BadReview, parse_review, render
 
 log = logging.getLogger("vramgate.admission")
 router = APIRouter()
-
-
-class _TooLarge(Exception):
-    pass
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            length = int(declared)
-        except ValueError:
-            raise BadReview("bad-length", "Content-Length is not a number") from None
-        if length > limit:
-            raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _plain(status: int, text: str) -> Response:
@@ -63,10 +41,13 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     start = time.perf_counter()
     limit = state.config.admission.max_body_bytes
     try:
-        req = parse_review(await _body(request, limit))
-    except _TooLarge:
+        req = parse_review(await read_limited(request, limit))
+    except BodyTooLarge:
         metrics.bad_requests.labels(webhook, "too-large").inc()
         return _plain(413, f"body exceeds {limit} bytes")
+    except BadContentLength as exc:
+        metrics.bad_requests.labels(webhook, "bad-length").inc()
+        return _plain(400, str(exc))
     except BadReview as exc:
         metrics.bad_requests.labels(webhook, exc.reason).inc()
         return _plain(400, str(exc))

@@ -10,6 +10,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from ..bodies import BadContentLength, BodyTooLarge, read_limited
 from ..state import AppState
 from .decide import Extender
 from .wire import BadRequest
@@ -35,23 +36,15 @@ def extender_of(request: Request) -> tuple[AppState, Extender]:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or BadRequest 413 once it passes ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            size = int(declared)
-        except ValueError:
-            raise BadRequest("Content-Length is not a number") from None
-        if size > limit:
-            raise BadRequest(f"body of {size} bytes exceeds the limit of {limit}", status=413, code="too-large")
-    chunks: list[bytes] = []
-    total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise BadRequest(f"body exceeds the limit of {limit} bytes", status=413, code="too-large")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The request body, or BadRequest (413 past ``limit`` bytes, 400 for a bad Content-Length)."""
+    try:
+        return await read_limited(request, limit)
+    except BodyTooLarge as exc:
+        reason = (f"body of {exc.declared} bytes exceeds the limit of {limit}" if exc.declared is not None
+                  else f"body exceeds the limit of {limit} bytes")
+        raise BadRequest(reason, status=413, code="too-large") from None
+    except BadContentLength as exc:
+        raise BadRequest(str(exc)) from None
 
 
 async def _serve(request: Request, verb: str, decide: Callable[[Extender, bytes], bytes], on_error: bytes) -> Response:

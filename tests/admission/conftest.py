@@ -9,26 +9,22 @@ import pytest
 from tests.harness import serve_app
 from webhook.config import Config
 from webhook.server import build_app
-from webhook.snapshot import Snapshot
+from webhook.snapshot import FixedInventory, Snapshot
 from webhook.state import AppState
 
 from .helpers import Service, cluster
 
 
-class SwappableInventory:
+class SwappableInventory(FixedInventory):
     """An inventory whose snapshot the test sets."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.current = snapshot
+    @property
+    def current(self) -> Snapshot:
+        return self._snapshot
 
-    def snapshot(self) -> Snapshot:
-        return self.current
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
+    @current.setter
+    def current(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
 
 
 @pytest.fixture(scope="session")

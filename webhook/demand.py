@@ -128,10 +128,6 @@ def _parse(found: d.Found | None, parser: Any, accepted: str) -> Any:
         raise DeclarationError(found.source, found.value, accepted) from None
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _tier(view: PodView, annotations: dict[str, str], config: Config) -> str:
     declared = annotations.get(d.A_TIER)
     if declared:
@@ -139,12 +135,7 @@ def _tier(view: PodView, annotations: dict[str, str], config: Config) -> str:
             raise DeclarationError(d.A_TIER, declared, "use one of " + ", ".join(config.admission.tiers))
         return declared
     kinds = set(config.admission.batch_kinds)
-    owner_kinds = {
-        o.get("kind")
-        for o in _list(view.meta.get("ownerReferences"))
-        if isinstance(o, dict) and o.get("controller") and isinstance(o.get("kind"), str)
-    }
-    return "batch" if view.kind in kinds or owner_kinds & kinds else "production"
+    return "batch" if view.kind in kinds or view.owner_kinds & kinds else "production"
 
 
 def read_demand(view: PodView, config: Config, catalog: Catalog) -> Demand | None:

@@ -16,8 +16,10 @@ from jsonpointer import escape
 from .config import Config
 from .demand import Demand
 from .quantity import QuantityError, parse_size_bytes
-from .rules import as_list, container_gpus, required_terms, widen
+from .rules import required_terms, widen
+from .usage import container_gpus
 from .verdict import Judgement
+from .workload import as_list
 
 A_VRAM_REQUIRED = "vramgate.io/vram-required-mib"
 A_VRAM_PER_GPU = "vramgate.io/vram-per-gpu-mib"

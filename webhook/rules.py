@@ -16,15 +16,10 @@ from .inventory import NodeGPUs
 from .placement import Need, fit, fits_ever
 from .snapshot import Snapshot
 from .usage import container_gpus
-from .workload import PodView
+from .workload import PodView, as_list
 
 # Kinds whose pods are node agents (device plugin, DCGM exporter): they belong on GPU nodes without a GPU.
 NODE_AGENT_KINDS = frozenset({"DaemonSet"})
-
-
-def as_list(value: Any) -> list[Any]:
-    """``value`` when it is a list, else an empty one (objects may come from files, not the API server)."""
-    return value if isinstance(value, list) else []
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -241,14 +236,7 @@ def _tolerates_gpu_taint(spec: Mapping[str, Any], resource: str) -> bool:
 
 
 def _is_node_agent(view: PodView) -> bool:
-    if view.kind in NODE_AGENT_KINDS:
-        return True
-    owners = as_list(view.meta.get("ownerReferences"))
-    return any(
-        isinstance(o, dict) and isinstance(o.get("kind"), str) and o["kind"] in NODE_AGENT_KINDS
-        and bool(o.get("controller"))
-        for o in owners
-    )
+    return view.kind in NODE_AGENT_KINDS or bool(view.owner_kinds & NODE_AGENT_KINDS)
 
 
 def _selects_only_gpu_nodes(spec: Mapping[str, Any], snapshot: Snapshot) -> bool:

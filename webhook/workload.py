@@ -42,6 +42,14 @@ class PodView:
         return _strings(self.meta.get("labels"))
 
     @property
+    def owner_kinds(self) -> frozenset[str]:
+        """Kinds of the controllers that own this pod (a ReplicaSet, a Job, a DaemonSet …)."""
+        return frozenset(
+            o["kind"] for o in as_list(self.meta.get("ownerReferences"))
+            if isinstance(o, dict) and o.get("controller") and isinstance(o.get("kind"), str)
+        )
+
+    @property
     def ref(self) -> str:
         """``kind/name`` as kubectl prints it (the namespace is the caller's context)."""
         return f"{self.kind.lower()}/{self.name or '<unnamed>'}"
@@ -56,6 +64,11 @@ class PodView:
                 raise WorkloadError(f"spec.{key} must be a list")
             out.extend(c for c in items if isinstance(c, dict))
         return out
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else an empty one (objects may come from files, not the API server)."""
+    return value if isinstance(value, list) else []
 
 
 def _strings(value: Any) -> dict[str, str]:

@@ -31,6 +31,7 @@ class NodeGPUs:
     unhealthy_gpus: int
     fault: str | None  # the fault condition or taint that makes it unhealthy
     plugin_missing: bool  # GPU labels but no nvidia.com/gpu capacity: the device plugin is not running
+    labelled_count: int = 0  # GPUs the GPU-count label (GFD) declares: what the node has once its plugin runs
     labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     # spec.taints as the API returns them (the health controller merges its own taint into these).
     taints: tuple[dict[str, str], ...] = field(default=(), compare=False, repr=False)
@@ -158,6 +159,7 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         unhealthy_gpus=max(0, capacity - allocatable),
         fault=fault,
         plugin_missing=labelled and capacity == 0,
+        labelled_count=max(0, _int(labels.get(keys.gpu_count)) or 0),
         labels={str(k): str(v) for k, v in labels.items()},
         taints=_taints(node),
     )

@@ -86,7 +86,7 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
             return NodeFit(name, Code.GPU_FAULT, node.health_reason)
     count = node.capacity if ever else node.allocatable
     if ever and node.plugin_missing:
-        count = _label_count(node)
+        count = node.labelled_count
     if count < need.gpus:
         what = "GPUs" if ever else "healthy GPUs"
         return NodeFit(name, Code.TOO_FEW_GPUS, f"{count} {what}, pod needs {need.gpus}")
@@ -114,7 +114,7 @@ def fits_ever(need: Need, node: NodeGPUs) -> bool:
     """``fit(need, node, ever=True).fits`` without building reasons: the admission hot path."""
     if not node.is_gpu_node:
         return False
-    count = _label_count(node) if node.plugin_missing else node.capacity
+    count = node.labelled_count if node.plugin_missing else node.capacity
     if count < need.gpus:
         return False
     per_gpu = need.per_gpu_mib
@@ -122,13 +122,6 @@ def fits_ever(need: Need, node: NodeGPUs) -> bool:
         return False
     min_driver = need.min_driver
     return not (min_driver is not None and node.driver_major is not None and node.driver_major < min_driver)
-
-
-def _label_count(node: NodeGPUs) -> int:
-    try:
-        return int(node.labels.get("nvidia.com/gpu.count", "0"))
-    except ValueError:
-        return 0
 
 
 def _gib(mib: float) -> str:

@@ -6,7 +6,7 @@ from webhook.catalog import builtin_catalog
 from webhook.config import Config
 from webhook.demand import Demand, read_demand
 from webhook.inventory import node_gpus
-from webhook.placement import Code, Need, cluster_verdict, fit, score
+from webhook.placement import Code, Need, cluster_verdict, fit, fits_ever, score
 from webhook.workload import pod_view
 
 from .helpers import container, cpu_node, gpu_node, pod
@@ -131,3 +131,19 @@ def test_gpu_suggestions_divide_the_attention_heads() -> None:
     v = cluster_verdict(d, [n(name="l40s", mem=46068, gpus=8, product="NVIDIA-L40S")])
     gpus = [int(t.split()[0]) for t in v.suggestions if "GPUs per pod" in t]
     assert gpus and all(64 % g == 0 for g in gpus)
+
+
+def test_fits_ever_agrees_with_fit() -> None:
+    """The admission fast path and the reason-building fit() must never disagree."""
+    import itertools
+
+    nodes = [
+        n(name="a", mem=81920), n(name="b", mem=16384, gpus=1), n(name="c", gpus=8, allocatable=2),
+        n(name="d", capacity=False), n(name="e", driver=470), n(name="f", driver=None),
+        n(name="g", conditions=[{"type": "GpuMemWatch", "status": "True"}]),
+        n(name="h", mem=24576, labels={"nvidia.com/gpu.replicas": "4"}), node_gpus(cpu_node("c"), CFG),
+    ]
+    needs = [Need(g, mib, util, cuda) for g, mib, util, cuda in itertools.product(
+        (1, 2, 8, 16), (None, 1024, 20 * 1024, 70 * 1024), (1.0, 0.9), (None, (12, 2), (11, 8)))]
+    for need, node in itertools.product(needs, nodes):
+        assert fits_ever(need, node) == fit(need, node, ever=True).fits, (need, node.name)

@@ -21,6 +21,11 @@ A_WORKLOAD = "vramgate.io/workload"
 A_TIER = "vramgate.io/tier"
 A_CUDA = "vramgate.io/cuda"
 A_PLACEMENT = "vramgate.io/placement"
+A_ENGINE = "vramgate.io/engine"
+A_ENGINE_VERSION = "vramgate.io/engine-version"
+A_FINETUNE = "vramgate.io/finetune"
+A_PARALLELISM = "vramgate.io/parallelism"
+A_GRAD_CKPT = "vramgate.io/gradient-checkpointing"
 
 MODEL_ENVS = ("MODEL_NAME", "MODEL_ID", "MODEL")
 MODEL_FLAGS = ("--model", "--model-id", "--model-path", "--model_id", "--hf-repo")

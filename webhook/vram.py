@@ -98,6 +98,25 @@ class EstimateRequest:
     gpus: int = 1
     workload: Workload = "inference"
     kv_cache_dtype: str | None = None
+    # The engine that will run it and what its settings say (None: the engine-agnostic model).
+    engine: str | None = None
+    engine_version: tuple[int, ...] | None = None
+    max_num_seqs: int | None = None  # a concurrency cap, not a reservation
+    batched_tokens: int | None = None  # tokens per forward pass (prefill chunk / profile run)
+    enforce_eager: bool = False
+    pipeline: int = 1  # pipeline-parallel stages among ``gpus``
+    cpu_offload_gib: float = 0.0
+    kv_cache_bytes: int | None = None  # an explicit KV pool (vLLM --kv-cache-memory-bytes)
+    mm_items: int | None = None  # images per prompt the engine profiles (--limit-mm-per-prompt)
+    gpu_layers: int | None = None  # llama.cpp -ngl: layers on the GPU (None: the engine's default)
+    slots: int = 1  # KV slots that each hold ``context`` tokens (Ollama OLLAMA_NUM_PARALLEL)
+    prefill_tokens: int | None = None  # TGI --max-batch-prefill-tokens
+    finetune: str | None = None  # full | lora | qlora
+    parallelism: str = "ddp"  # ddp | fsdp | zero1 | zero2 | zero3
+    gradient_checkpointing: bool = True
+    lora_rank: int = 16
+    optimizer_bits: int = 32  # Adam moments: 32-bit, or 8-bit (bitsandbytes / paged 8-bit)
+    legacy_engine: bool = False  # vLLM V0 forced by VLLM_USE_V1=0
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions)."""
@@ -119,6 +138,17 @@ class Estimate:
     total_mib: int
     kv_bytes_per_token: float
     shape_known: bool
+    # The band the truth lies in, per GPU: admission rejects only when even ``low`` cannot fit.
+    low_per_gpu_mib: int = 0
+    high_per_gpu_mib: int = 0
+    engine: str = "generic"
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.low_per_gpu_mib:
+            object.__setattr__(self, "low_per_gpu_mib", self.per_gpu_mib)
+        if not self.high_per_gpu_mib:
+            object.__setattr__(self, "high_per_gpu_mib", self.per_gpu_mib)
 
     @property
     def gpus(self) -> int:
@@ -131,6 +161,8 @@ class Estimate:
             "kv_cache_mib": round(self.kv_cache_mib, 1),
             "overhead_mib": round(self.overhead_mib, 1),
         }
+        if self.request.workload == "inference" and self.activations_mib:
+            parts["activations_mib"] = round(self.activations_mib, 1)
         if self.request.workload == "training":
             parts["gradients_mib"] = round(self.gradients_mib, 1)
             parts["optimizer_mib"] = round(self.optimizer_mib, 1)
@@ -152,10 +184,17 @@ class Estimate:
             parts.append(f"activations {gib(self.activations_mib / g)}")
         else:
             seqs = f"{r.batch} seq{'s' if r.batch != 1 else ''}"
-            parts.append(f"KV cache {gib(self.kv_cache_mib / g)} ({r.context} tokens × {seqs})")
+            slots = f" × {r.slots} slots" if r.slots > 1 else ""
+            parts.append(f"KV cache {gib(self.kv_cache_mib / g)} ({r.context} tokens × {seqs}{slots})")
+            if self.activations_mib:
+                parts.append(f"activations {gib(self.activations_mib / g)}")
         parts.append(f"overhead {gib(self.overhead_mib / g)}")
         where = f" on each of {g} GPUs" if g > 1 else ""
-        return f"{gib(self.per_gpu_mib)}{where}: " + " + ".join(parts)
+        band = ""
+        if self.low_per_gpu_mib != self.per_gpu_mib or self.high_per_gpu_mib != self.per_gpu_mib:
+            band = f" ({gib(self.low_per_gpu_mib)[:-4]}–{gib(self.high_per_gpu_mib)})"
+        engine = f" on {self.engine}" if self.engine != "generic" else ""
+        return f"{gib(self.per_gpu_mib)}{band}{where}{engine}: " + " + ".join(parts)
 
 
 def _params_h(params: float) -> str:
@@ -164,8 +203,14 @@ def _params_h(params: float) -> str:
     return f"{params / 1e6:.3g}M"
 
 
-def weights_bytes(params: float, precision: str, shape: Shape) -> float:
-    """Bytes of weights; quantized checkpoints keep embeddings and output head in 16-bit."""
+def weights_bytes(params: float, precision: str, shape: Shape, spec: ModelSpec | None = None) -> float:
+    """Bytes of weights; quantized checkpoints keep embeddings and output head in 16-bit.
+
+    A catalog entry's native checkpoint size (safetensors ``total_size``) is exact where it applies.
+    """
+    native = getattr(spec, "checkpoint_bytes", None) if spec is not None else None
+    if native and spec is not None and precision == spec.dtype and spec.params:
+        return float(native) * params / spec.params
     p = PRECISIONS[precision]
     if p.quantized and not p.gguf and shape.embedding_params:
         return (params - shape.embedding_params) * p.bits / 8 + shape.embedding_params * 2

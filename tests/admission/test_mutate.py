@@ -39,7 +39,7 @@ def test_llama3_pod_gets_everything(svc: Service) -> None:
     ann = patched["metadata"]["annotations"]
     per_gpu = int(ann["vramgate.io/vram-per-gpu-mib"])
     assert int(ann["vramgate.io/vram-required-mib"]) == per_gpu > 30000
-    assert ann["vramgate.io/estimate"].startswith("32.7 GiB: weights 15.0 GiB (8.03B × bf16)")
+    assert ann["vramgate.io/estimate"].startswith("32.7 GiB (31.7–36.7 GiB) on vllm 0.6.3: weights 15.0 GiB (8.03B × bf16)")
     # VRAM affinity: a GPU holding per_gpu at utilization 0.9; the controller's label, else GFD's.
     floor = -(-per_gpu * 10 // 9)
     assert terms(patched) == [

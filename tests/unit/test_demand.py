@@ -53,11 +53,16 @@ def test_every_workload_kind(kind: str) -> None:
 
 
 def test_seed_env_model_and_batch() -> None:
+    # vLLM's image: MAX_BATCH_SIZE is not a vLLM setting, and concurrency reserves nothing (CONTRACT §3).
     d = demand_of(pod(container(env={"MODEL_NAME": "llama-3-8b-instruct", "MAX_BATCH_SIZE": "16"})))
     assert d is not None and d.estimate is not None
     req = d.estimate.request
-    assert (req.context, req.batch, req.precision, d.engine) == (8192, 16, "bf16", "vllm")
+    assert (req.context, req.batch, req.precision, d.engine) == (8192, 1, "bf16", "vllm")
     assert d.utilization == 0.9
+    # An engine vramgate does not model: MAX_BATCH_SIZE is read as the reservation it names.
+    other = demand_of(pod(container(image="acme/server:1", env={"MODEL_NAME": "llama-3-8b-instruct",
+                                                                 "MAX_BATCH_SIZE": "16"})))
+    assert other is not None and other.estimate is not None and other.estimate.request.batch == 16
 
 
 def test_annotations_win_over_env_and_args() -> None:
@@ -78,7 +83,8 @@ def test_vllm_serve_positional_and_flags() -> None:
     d = demand_of(pod(c))
     assert d is not None and d.spec is QWEN and d.estimate is not None
     r = d.estimate.request
-    assert (r.precision, r.context, r.batch, r.kv_cache_dtype, d.utilization) == ("int4", 16384, 4, "fp8", 0.95)
+    assert (r.precision, r.context, r.batch, r.kv_cache_dtype, d.utilization) == ("int4", 16384, 1, "fp8", 0.95)
+    assert r.max_num_seqs == 4  # a cap on concurrency, not a reservation
 
 
 def test_shell_script_command_is_tokenized() -> None:

@@ -1,0 +1,96 @@
+"""Serving engines and trainers: one module each reads what its users write and knows what it allocates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..catalog import ModelSpec
+from ..vram import Estimate, EstimateRequest
+from ..vram import estimate as generic_estimate
+from . import llamacpp, nim, ollama, sglang, tgi, trainers, vllm
+from .base import Found, Settings, Version, format_version, parse_version
+from .cmdline import Command, commands_of, container_env
+
+__all__ = [
+    "ENGINES", "ContainerReading", "Found", "Settings", "Version", "estimate", "format_version", "parse_version",
+    "read_container",
+]
+
+ENGINES = ("vllm", "sglang", "tgi", "llama.cpp", "ollama", "nim", "trainer")
+_PLANS: Mapping[str, Callable[[EstimateRequest, ModelSpec | None], Estimate]] = {
+    "vllm": vllm.plan, "sglang": sglang.plan, "tgi": tgi.plan, "llama.cpp": llamacpp.plan,
+    "ollama": ollama.plan, "nim": nim.plan, "trainer": trainers.plan,
+}
+NEWEST: Mapping[str, Version] = {"vllm": vllm.NEWEST, "tgi": tgi.NEWEST, "sglang": sglang.NEWEST,
+                                 "ollama": ollama.NEWEST}
+
+ConfigMapLookup = Callable[[str, str], str | None]
+
+
+@dataclass
+class ContainerReading:
+    """One container as its program sees it: env, commands, and the engine settings read from them."""
+
+    container: dict[str, Any]
+    env: dict[str, str]
+    commands: list[Command]
+    settings: Settings | None
+    unknown_env: list[str] = field(default_factory=list)
+
+    @property
+    def engine(self) -> str | None:
+        return self.settings.engine if self.settings else None
+
+
+def _image(container: Mapping[str, Any]) -> str:
+    image = container.get("image")
+    return image if isinstance(image, str) else ""
+
+
+def read_container(container: dict[str, Any], pod_commands: Sequence[Command] = (),
+                   lookup: ConfigMapLookup | None = None) -> ContainerReading:
+    """Read a container: expand its env and command line, find its engine and the settings it declares."""
+    env, unknown = container_env(container, lookup)
+    commands = commands_of(container, env)
+    image = _image(container)
+    settings = (
+        vllm.read(image, commands, env)
+        or sglang.read(image, commands, env)
+        or tgi.read(image, commands, env)
+        or llamacpp.read(image, commands, env)
+        or ollama.read(image, commands, env, pod_commands)
+        or nim.read(image, commands, env)
+        or trainers.read(image, commands, env)
+    )
+    return ContainerReading(container, env, commands, settings, unknown)
+
+
+def lifecycle_commands(pod_spec: Mapping[str, Any]) -> list[Command]:
+    """Commands of lifecycle hooks and init containers (where ``ollama pull`` often hides)."""
+    out: list[Command] = []
+    for key in ("initContainers", "containers"):
+        for c in pod_spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            env, _ = container_env(c)
+            if key == "initContainers":
+                out.extend(commands_of(c, env))
+            hooks = c.get("lifecycle")
+            if isinstance(hooks, dict):
+                for hook in hooks.values():
+                    exec_ = hook.get("exec") if isinstance(hook, dict) else None
+                    if isinstance(exec_, dict):
+                        out.extend(commands_of({"command": exec_.get("command")}, env))
+    return out
+
+
+def estimate(req: EstimateRequest) -> Estimate:
+    """The estimate by the engine model of ``req.engine`` (the engine-agnostic one when None)."""
+    plan = _PLANS.get(req.engine or "")
+    if plan is None:
+        return generic_estimate(req)
+    if req.params <= 0 or req.context <= 0 or req.batch <= 0 or req.gpus <= 0:
+        raise ValueError("params, context, batch and gpus must be positive")
+    return plan(req, req.spec)

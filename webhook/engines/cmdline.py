@@ -1,0 +1,342 @@
+"""How a container's command line reaches the program: kubelet `$(VAR)` expansion, `sh -c` scripts, argv."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_SHELL_NAMES = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+# Words that run the next word as the program (`exec vllm serve …`, `env A=1 vllm …`).
+_PREFIX_PROGRAMS = frozenset({"exec", "nohup", "time", "env", "command", "stdbuf", "dumb-init", "tini", "--"})
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+# Shell parameter expansion: $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:=default}.
+_SHELL_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "(", ")", "\n", "|&"})
+
+
+def kubelet_expand(text: str, env: Mapping[str, str]) -> str:
+    """Expand ``$(VAR)`` as the kubelet does (k8s.io/kubernetes third_party/forked/golang/expansion).
+
+    ``$$`` is an escaped ``$``; ``$(VAR)`` of an undefined variable and an unterminated ``$(`` are
+    left as written; a ``$`` before any other character is kept with that character.
+    """
+    if "$" not in text:
+        return text
+    out: list[str] = []
+    checkpoint = 0
+    cursor = 0
+    n = len(text)
+    while cursor < n:
+        if text[cursor] == "$" and cursor + 1 < n:
+            out.append(text[checkpoint:cursor])
+            nxt = text[cursor + 1]
+            if nxt == "$":
+                out.append("$")
+                advance = 1
+            elif nxt == "(":
+                close = text.find(")", cursor + 2)
+                if close < 0:
+                    out.append("$(")
+                    advance = 1
+                else:
+                    name = text[cursor + 2 : close]
+                    out.append(env.get(name, f"$({name})"))
+                    advance = close - cursor
+            else:
+                out.append("$" + nxt)
+                advance = 1
+            cursor += advance
+            checkpoint = cursor + 1
+        cursor += 1
+    out.append(text[checkpoint:])
+    return "".join(out)
+
+
+def container_env(container: Mapping[str, Any], lookup: Callable[[str, str], str | None] | None = None,
+                  ) -> tuple[dict[str, str], list[str]]:
+    """The container's env as the program sees it, and the names whose values cannot be known here.
+
+    Literal values are expanded against the variables defined before them (the kubelet's rule);
+    ``envFrom`` and ``valueFrom.configMapKeyRef`` are resolved through ``lookup(configmap, key)``
+    when one is given; for ``envFrom`` the key is ``*`` and the answer newline-separated
+    ``KEY=VALUE`` pairs. Secrets are never read: their values stay unknown.
+    """
+    env: dict[str, str] = {}
+    unknown: list[str] = []
+    for source in _as_list(container.get("envFrom")):
+        if not isinstance(source, dict):
+            continue
+        ref = source.get("configMapRef")
+        prefix = str(source.get("prefix") or "")
+        if isinstance(ref, dict) and lookup is not None and isinstance(ref.get("name"), str):
+            pairs = lookup(ref["name"], "*")
+            if pairs:
+                for line in pairs.splitlines():
+                    key, sep, value = line.partition("=")
+                    if sep:
+                        env[prefix + key] = value
+                continue
+        unknown.append(f"envFrom {_describe_ref(source)}")
+    for item in _as_list(container.get("env")):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        name = item["name"]
+        if "value" in item and isinstance(item["value"], str | int | float):
+            env[name] = kubelet_expand(str(item["value"]), env)
+            continue
+        ref = (item.get("valueFrom") or {}) if isinstance(item.get("valueFrom"), dict) else {}
+        cm = ref.get("configMapKeyRef")
+        if isinstance(cm, dict) and lookup is not None:
+            resolved = lookup(str(cm.get("name")), str(cm.get("key")))
+            if resolved is not None:
+                env[name] = resolved
+                continue
+        if ref:
+            unknown.append(name)
+        elif "value" not in item:
+            env[name] = ""  # declared without a value: the kubelet sets it empty
+    return env, unknown
+
+
+def _describe_ref(source: dict[str, Any]) -> str:
+    for key in ("configMapRef", "secretRef"):
+        ref = source.get(key)
+        if isinstance(ref, dict):
+            return f"{key} {ref.get('name')}"
+    return "?"
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def shell_expand(text: str, env: Mapping[str, str]) -> str:
+    """Expand ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` outside single quotes; unknown names stay."""
+    if "$" not in text:
+        return text
+
+    def repl(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(4)
+        op, default = match.group(2), match.group(3)
+        value = env.get(name)
+        if op in (":-", ":="):
+            return value if value else (default or "")
+        if op in ("-", "="):
+            return value if value is not None else (default or "")
+        if op in (":+", "+"):
+            return (default or "") if value else ""
+        return value if value is not None else match.group(0)
+
+    parts = re.split(r"('[^']*')", text)
+    return "".join(p if p.startswith("'") and p.endswith("'") and len(p) > 1 else _SHELL_VAR.sub(repl, p)
+                   for p in parts)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One simple command of a script or container: the program's words and the variables set for it."""
+
+    words: tuple[str, ...]
+    assignments: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def program(self) -> str:
+        return self.words[0].rsplit("/", 1)[-1] if self.words else ""
+
+
+def split_script(script: str, env: Mapping[str, str]) -> list[Command]:
+    """Split a shell script into simple commands, with ``export``/assignments carried forward."""
+    text = script.replace("\\\r\n", " ").replace("\\\n", " ")
+    scope = dict(env)
+    commands: list[Command] = []
+    for line_words in _words(text):
+        words = [shell_expand(w, scope) for w in line_words]
+        assigned: dict[str, str] = {}
+        while words and (match := _ASSIGNMENT.match(words[0])):
+            assigned[match.group(1)] = match.group(2)
+            words = words[1:]
+        if words and words[0] in ("export", "declare", "local", "readonly"):
+            for w in words[1:]:
+                if m := _ASSIGNMENT.match(w):
+                    scope[m.group(1)] = m.group(2)
+            continue
+        if not words:
+            scope.update(assigned)  # `A=1` alone sets a shell variable
+            continue
+        while words and words[0].rsplit("/", 1)[-1] in _PREFIX_PROGRAMS:
+            words = words[1:]
+            while words and (words[0].startswith("-") and len(words) > 1 and words[0] != "--"):
+                words = words[1:]
+            while words and (m := _ASSIGNMENT.match(words[0])):
+                assigned[m.group(1)] = m.group(2)
+                words = words[1:]
+        if words:
+            commands.append(Command(tuple(words), assigned))
+    return commands
+
+
+def _words(text: str) -> Iterable[list[str]]:
+    """Shell words grouped into simple commands (split at ``;``, ``&&``, ``|``, newlines …)."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()")
+    lexer.whitespace = " \t\r"  # newlines separate commands
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    current: list[str] = []
+    try:
+        for token in _tokens_keep_newlines(lexer):
+            if token in _SEPARATORS:
+                if current:
+                    yield current
+                current = []
+            else:
+                current.append(token)
+    except ValueError:
+        # Unbalanced quotes: fall back to whitespace splitting of what is left.
+        current.extend(lexer.token.split() if isinstance(lexer.token, str) else [])
+    if current:
+        yield current
+
+
+def _tokens_keep_newlines(lexer: shlex.shlex) -> Iterable[str]:
+    # shlex treats "\n" as an ordinary word character once removed from whitespace; split it off.
+    for token in lexer:
+        if "\n" not in token:
+            yield token
+            continue
+        pieces = token.split("\n")
+        for i, piece in enumerate(pieces):
+            if piece:
+                yield piece
+            if i < len(pieces) - 1:
+                yield "\n"
+
+
+def is_shell(words: list[str]) -> bool:
+    """``sh -c``, ``/bin/bash -lc`` and the like: the script is the program."""
+    if not words:
+        return False
+    name = words[0].rsplit("/", 1)[-1]
+    if name == "env" and len(words) > 1:
+        name = words[1].rsplit("/", 1)[-1]
+    return name in _SHELL_NAMES
+
+
+def commands_of(container: Mapping[str, Any], env: Mapping[str, str]) -> list[Command]:
+    """The simple commands a container runs: its command+args, or the script of a ``sh -c``."""
+    raw: list[str] = []
+    for key in ("command", "args"):
+        part = container.get(key)
+        if isinstance(part, list):
+            raw.extend(kubelet_expand(str(t), env) for t in part if isinstance(t, str | int | float))
+        elif isinstance(part, str):
+            raw.append(kubelet_expand(part, env))
+    if not raw:
+        return []
+    if not is_shell(raw):
+        return [Command(tuple(raw))]
+    rest = raw[1:]
+    if raw[0].rsplit("/", 1)[-1] == "env":
+        rest = raw[2:]
+    script: str | None = None
+    for i, word in enumerate(rest):
+        if word.startswith("-") and "c" in word.lstrip("-") and not word.startswith("--"):
+            script = " ".join(rest[i + 1 : i + 2]) if i + 1 < len(rest) else ""
+            # `sh -c "script" arg0 args…`: positional parameters are rarely flags; keep the script only.
+            break
+        if not word.startswith("-"):
+            script = " ".join(shlex.quote(w) for w in rest[i:])  # `bash script.sh args`
+            break
+    if script is None:
+        return []
+    return split_script(script, env)
+
+
+@dataclass(frozen=True)
+class Argv:
+    """A parsed command line: positionals and every option's values, keyed by canonical name."""
+
+    positionals: tuple[str, ...]
+    options: dict[str, list[str]]
+    spelled: dict[str, str]  # canonical → the spelling the user wrote (for messages)
+
+    def get(self, name: str) -> str | None:
+        values = self.options.get(name)
+        return values[-1] if values else None  # argparse and clap: the last occurrence wins
+
+    def has(self, name: str) -> bool:
+        return name in self.options
+
+
+@dataclass(frozen=True)
+class OptionTable:
+    """The options one program accepts: canonical long names, aliases, which take no value."""
+
+    names: frozenset[str]  # canonical long names, with leading dashes
+    aliases: Mapping[str, str]  # other spellings (short flags, old names) → canonical
+    flags: frozenset[str]  # options that take no value (store_true)
+    abbreviations: bool = True  # argparse accepts unambiguous prefixes; clap and llama.cpp do not
+    underscores: bool = True  # `--max_model_len` accepted (vLLM's FlexibleArgumentParser, HfArgumentParser)
+
+    def canonical(self, spelled: str) -> str | None:
+        """The canonical option for a spelling, or None when unknown or ambiguous."""
+        if spelled in self.aliases:
+            return self.aliases[spelled]
+        name = spelled
+        if self.underscores and name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        if name in self.names:
+            return name
+        if name in self.aliases:
+            return self.aliases[name]
+        if self.abbreviations and name.startswith("--") and len(name) > 3:
+            hits = {n for n in self.names if n.startswith(name)}
+            if len(hits) == 1:
+                return hits.pop()
+        return None
+
+
+def parse_argv(words: Iterable[str], table: OptionTable) -> Argv:
+    """Parse words as the program would: ``--flag value``, ``--flag=value``, booleans, prefixes."""
+    tokens = list(words)
+    options: dict[str, list[str]] = {}
+    spelled: dict[str, str] = {}
+    positionals: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "--":
+            positionals.extend(tokens[i + 1 :])
+            break
+        if token.startswith("-") and len(token) > 1 and not _is_number(token):
+            raw, eq, inline = token.partition("=")
+            name = table.canonical(raw) or _generic(raw)
+            if eq:
+                value = inline
+            elif name in table.flags:
+                value = "true"
+            elif i + 1 < len(tokens) and not (tokens[i + 1].startswith("-") and not _is_number(tokens[i + 1])):
+                i += 1
+                value = tokens[i]
+            else:
+                value = "true"
+            options.setdefault(name, []).append(value)
+            spelled.setdefault(name, raw)
+        else:
+            positionals.append(token)
+        i += 1
+    return Argv(tuple(positionals), options, spelled)
+
+
+def _generic(raw: str) -> str:
+    return "--" + raw[2:].replace("_", "-") if raw.startswith("--") else raw
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True

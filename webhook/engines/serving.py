@@ -1,0 +1,64 @@
+"""The memory arithmetic serving engines share: weights, KV for the sequences held, a prefill's activations."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..catalog import ModelSpec
+from ..precision import kv_bytes
+from ..vram import MIB, Estimate, EstimateRequest, shape_of, weights_bytes
+from .layers import layout_of
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Engine-specific constants of the shared arithmetic."""
+
+    engine: str
+    activation_bytes_per_token_hidden: float = 40.0
+    fixed_mib: float = 512.0  # CUDA context, workspaces, allocator slack per GPU
+    compact_windows: bool = False  # sliding-window layers keep only the window
+    low_factor: float = 1.0  # share of the activations and fixed cost the low end keeps
+    high_extra_mib: float = 1024.0
+    gpu_share: float = 1.0  # share of weights and KV on the GPU (llama.cpp -ngl, Ollama's split)
+    low_gpu_share: float | None = None  # the share the low end assumes (an engine that spills: 0)
+    low_kv_share: float = 1.0  # an engine that shortens sequences to its pool needs little KV to start
+
+
+def plan(req: EstimateRequest, spec: ModelSpec | None, costs: Costs, tokens: int, notes: list[str]) -> Estimate:
+    """Need per GPU: weights + KV of ``req.context`` × ``req.slots`` × ``req.batch`` + a prefill of ``tokens``."""
+    g = max(req.gpus, 1)
+    shape = shape_of(spec, req.params)
+    weights = weights_bytes(req.params, req.precision, shape, spec) * costs.gpu_share
+    layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, kv_bytes(req.precision, req.kv_cache_dtype))
+    kv = layout.bytes_for(req.context, compact=costs.compact_windows) * req.slots * req.batch * costs.gpu_share
+    kv_shards = 1 if shape.mla else max(1, min(g, shape.kv_heads))
+    kv_per_gpu = kv / kv_shards
+    act = costs.activation_bytes_per_token_hidden * tokens * shape.hidden_size / g
+    fixed = costs.fixed_mib * MIB
+    mid = weights / g + kv_per_gpu + act + fixed
+    low_share = costs.gpu_share if costs.low_gpu_share is None else costs.low_gpu_share
+    share_ratio = low_share / costs.gpu_share if costs.gpu_share else 0.0
+    low = share_ratio * (weights / g + kv_per_gpu * costs.low_kv_share) + costs.low_factor * (act + fixed)
+    high = mid + act + costs.high_extra_mib * MIB
+    if not shape.known:
+        low *= 0.85
+        high *= 1.25
+    return Estimate(
+        request=req,
+        weights_mib=weights / MIB,
+        kv_cache_mib=kv_per_gpu * g / MIB,
+        overhead_mib=fixed * g / MIB,
+        gradients_mib=0.0,
+        optimizer_mib=0.0,
+        activations_mib=act * g / MIB,
+        per_gpu_mib=math.ceil(mid / MIB),
+        total_mib=math.ceil(mid * g / MIB),
+        kv_bytes_per_token=layout.bytes_per_token(),
+        shape_known=shape.known,
+        low_per_gpu_mib=math.ceil(low / MIB),
+        high_per_gpu_mib=math.ceil(high / MIB),
+        engine=costs.engine,
+        notes=tuple(notes),
+    )

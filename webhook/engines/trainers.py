@@ -1,0 +1,180 @@
+"""Fine-tuning launchers and trainers: what torchrun/accelerate/TRL/PEFT/LLaMA-Factory users write, and its memory.
+
+Per GPU: frozen weights (16-bit, or 4-bit under QLoRA) or the full model; gradients and Adam states for
+what is trained (adapters of rank r on every linear layer, or every parameter); activations — with
+gradient checkpointing (the default of PEFT's ``prepare_model_for_kbit_training``, TRL, LLaMA-Factory
+and Unsloth) only each layer's input is kept plus one layer being recomputed, without it every layer's
+34·s·b·h bytes (Korthikanti et al. 2022); fp32 logits and their gradient. DDP replicates all of it;
+FSDP / ZeRO-3 shard weights, gradients and optimizer over the world, ZeRO-2 gradients and optimizer,
+ZeRO-1 the optimizer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+from ..catalog import ModelSpec
+from ..precision import PRECISIONS
+from ..vram import MIB, Estimate, EstimateRequest, shape_of, weights_bytes
+from .base import Setting, Settings, read_settings
+from .cmdline import Command, OptionTable, parse_argv
+
+NAME = "trainer"
+_LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "llamafactory-cli", "tune", "axolotl", "trl")
+_SCRIPT = re.compile(r"(train|sft|finetune|fine_tune|dpo|lora|qlora)[\w-]*\.py$", re.IGNORECASE)
+
+_FLAGS = ("--use_peft", "--load_in_4bit", "--load_in_8bit", "--bf16", "--fp16", "--use_fsdp", "--multi_gpu",
+          "--use_deepspeed", "--gradient_checkpointing", "--packing", "--do_train", "--standalone")
+OPTIONS = OptionTable(
+    names=frozenset((
+        "--model_name_or_path", "--model_name", "--model_id", "--base_model", "--model", "--max_seq_length",
+        "--max_length", "--cutoff_len", "--model_max_length", "--seq_len", "--sequence_len", "--max_seq_len",
+        "--per_device_train_batch_size", "--micro_batch_size", "--gradient_checkpointing", "--use_peft", "--lora_r",
+        "--lora_rank", "--finetuning_type", "--adapter", "--load_in_4bit", "--load_in_8bit", "--quantization_bit",
+        "--fsdp", "--deepspeed", "--optim", "--nproc_per_node", "--nproc-per-node", "--nnodes", "--num_processes",
+        "--num_machines", "--use_fsdp", "--zero_stage", "--num_gpus", "--config", "--config_file", "--bf16",
+        "--fp16", "--mixed_precision", "--output_dir", "--num_train_epochs", "--learning_rate", "--dataset",
+        "--dataset_name", "--torch_dtype", "--stage", "--template", "--multi_gpu", "--use_deepspeed",
+    )),
+    aliases={"--nproc-per-node": "--nproc_per_node"},
+    flags=frozenset(_FLAGS),
+    underscores=False,
+)
+SETTINGS: Mapping[str, Setting] = {
+    "model": Setting(("--model_name_or_path", "--model_name", "--model_id", "--base_model", "--model")),
+    "context": Setting(("--max_seq_length", "--max_length", "--cutoff_len", "--model_max_length", "--seq_len",
+                        "--sequence_len", "--max_seq_len")),
+    "micro_batch": Setting(("--per_device_train_batch_size", "--micro_batch_size")),
+    "gradient_checkpointing": Setting(("--gradient_checkpointing",)),
+    "use_peft": Setting(("--use_peft",)),
+    "lora_r": Setting(("--lora_r", "--lora_rank")),
+    "finetuning_type": Setting(("--finetuning_type", "--adapter")),
+    "load_in_4bit": Setting(("--load_in_4bit",)),
+    "load_in_8bit": Setting(("--load_in_8bit",)),
+    "quantization_bit": Setting(("--quantization_bit",)),
+    "fsdp": Setting(("--fsdp", "--use_fsdp")),
+    "deepspeed": Setting(("--deepspeed", "--use_deepspeed")),
+    "zero_stage": Setting(("--zero_stage",)),
+    "optim": Setting(("--optim",)),
+    "nproc": Setting(("--nproc_per_node", "--num_processes", "--num_gpus")),
+    "dtype": Setting(("--torch_dtype",)),
+}
+
+
+def is_launch(commands: Sequence[Command]) -> bool:
+    """Whether the commands start a training run (a launcher, a training script or trainer flags)."""
+    for cmd in commands:
+        if cmd.program in _LAUNCHERS or any(_SCRIPT.search(w) for w in cmd.words[:4]):
+            return True
+        if any(w.startswith(("--per_device_train_batch_size", "--num_train_epochs", "--finetuning_type"))
+               for w in cmd.words):
+            return True
+    return False
+
+
+def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
+    """The trainer's settings from every command of the container, or None when none trains."""
+    if not is_launch(commands):
+        return None
+    settings = Settings(NAME, None, "launcher")
+    for cmd in commands:
+        read_settings(settings, SETTINGS, parse_argv(cmd.words[1:], OPTIONS), env)
+        for w in cmd.words:
+            if w.endswith((".yaml", ".yml")) and "config" not in settings.values:
+                settings.put("config", w, "arg (config file)")
+    return settings
+
+
+def finetune_of(settings: Settings) -> str | None:
+    """full, lora or qlora, from PEFT/TRL/LLaMA-Factory flags; None when nothing says."""
+    ft = (settings.value("finetuning_type") or "").lower()
+    four_bit = settings.flag("load_in_4bit") or settings.value("quantization_bit") == "4"
+    lora = settings.flag("use_peft") or ft in ("lora", "qlora") or settings.get("lora_r") is not None
+    if ft == "qlora" or (lora and four_bit) or (four_bit and ft != "full"):
+        return "qlora"
+    if lora:
+        return "lora"
+    if ft in ("full", "freeze"):
+        return "full"
+    return None
+
+
+def parallelism_of(settings: Settings) -> str | None:
+    """fsdp, zero1–3 or None (DDP), from ``--fsdp``, ``--deepspeed`` configs and accelerate flags."""
+    if settings.get("fsdp") is not None and settings.value("fsdp") not in ("", "false", "False"):
+        return "fsdp"
+    stage = settings.value("zero_stage")
+    ds = (settings.value("deepspeed") or "").lower()
+    for n in ("3", "2", "1"):
+        if stage == n or f"zero{n}" in ds or f"zero_{n}" in ds or f"z{n}" in ds.rsplit("/", 1)[-1]:
+            return f"zero{n}"
+    return "zero2" if ds and ds != "true" else None
+
+
+def adapter_params(spec: ModelSpec | None, hidden: int, layers: int, rank: int) -> float:
+    """LoRA parameters of rank ``rank`` on q, k, v, o, gate, up and down of every layer."""
+    kv_dim = (spec.kv_heads * spec.head_dim) if spec else hidden // 4
+    inter = float(getattr(spec, "intermediate_size", None) or 3.5 * hidden)
+    return float(rank * layers * (9 * hidden + 2 * kv_dim + 3 * inter))
+
+
+def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
+    """Per-GPU training memory for ``req`` (``req.gpus`` is the world the states are sharded over)."""
+    g = max(req.gpus, 1)
+    shape = shape_of(spec, req.params)
+    h, layers = shape.hidden_size, shape.layers
+    quantized = PRECISIONS[req.precision].quantized
+    ft = req.finetune or ("qlora" if quantized else "full")
+    if ft == "full":
+        weights = req.params * (4 if req.precision == "fp32" else 2)
+        trainable = req.params
+        grad_b, state_b = (4, 8) if req.precision == "fp32" else (2, 12 if req.optimizer_bits == 32 else 6)
+    else:
+        weights = weights_bytes(req.params, req.precision if ft == "qlora" or quantized else "bf16", shape, spec)
+        trainable = adapter_params(spec, h, layers, req.lora_rank)
+        weights += trainable * 4
+        grad_b, state_b = 4, (8 if req.optimizer_bits == 32 else 2)
+    gradients = trainable * grad_b
+    optimizer = trainable * state_b
+    par = req.parallelism
+    if par in ("fsdp", "zero3"):
+        weights, gradients, optimizer = weights / g, gradients / g, optimizer / g
+    elif par == "zero2":
+        gradients, optimizer = gradients / g, optimizer / g
+    elif par == "zero1":
+        optimizer = optimizer / g
+    s, b = req.context, req.batch
+    vocab = spec.vocab_size if spec else 128_000
+    logits = s * b * vocab * 4 * 2
+    if req.gradient_checkpointing:
+        acts = 2.0 * s * b * h * layers + 34.0 * s * b * h + logits
+    else:
+        acts = 34.0 * s * b * h * layers + logits
+    fixed = 512 * MIB + 0.08 * (weights + gradients + optimizer)
+    mid = weights + gradients + optimizer + acts + fixed
+    low = weights + gradients + optimizer + 0.5 * acts + 256 * MIB
+    high = mid * 1.3 + 1024 * MIB
+    if not shape.known:
+        low *= 0.85
+        high *= 1.25
+    notes = [f"{ft} fine-tune, {par}, gradient checkpointing {'on' if req.gradient_checkpointing else 'off'}, "
+             f"{s} tokens × {b} per GPU"]
+    return Estimate(
+        request=req,
+        weights_mib=weights * g / MIB,
+        kv_cache_mib=0.0,
+        overhead_mib=fixed * g / MIB,
+        gradients_mib=gradients * g / MIB,
+        optimizer_mib=optimizer * g / MIB,
+        activations_mib=acts * g / MIB,
+        per_gpu_mib=math.ceil(mid / MIB),
+        total_mib=math.ceil(mid * g / MIB),
+        kv_bytes_per_token=0.0,
+        shape_known=shape.known,
+        low_per_gpu_mib=math.ceil(low / MIB),
+        high_per_gpu_mib=math.ceil(high / MIB),
+        engine=f"trainer ({ft})",
+        notes=tuple(notes),
+    )

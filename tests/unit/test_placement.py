@@ -45,8 +45,12 @@ def test_fit_codes() -> None:
     assert fit(Need(1, 1024), node_gpus(cpu_node("c"), CFG), free=0).code is Code.NO_GPUS
     unknown = n()
     object.__setattr__(unknown, "vram_mib", 0)
-    assert fit(NEED_20G, unknown, free=8).code is Code.VRAM_UNKNOWN
-    assert fit(Need(1, None), unknown, free=8).code is Code.FITS  # no VRAM claim, no VRAM check
+    # Unknown VRAM never fails a node: it passes unchecked (and scores 0, see test_unknown_vram_scores_lowest).
+    unchecked = fit(NEED_20G, unknown, free=8)
+    assert unchecked.code is Code.FITS and "VRAM unknown" in unchecked.reason
+    assert fit(Need(1, 200 * 1024), unknown, free=8).fits  # even a need no GPU has
+    assert fit(Need(1, None), unknown, free=8).reason == "fits"  # no VRAM claim, no VRAM check
+    assert fit(Need(16, 1024), unknown, free=8).code is Code.TOO_FEW_GPUS  # what is known still counts
 
 
 def test_ever_ignores_health_and_use() -> None:

@@ -15,7 +15,8 @@ GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 GKE_ACCELERATOR_COUNT = "cloud.google.com/gke-accelerator-count"
 GKE_PARTITION = "cloud.google.com/gke-gpu-partition-size"
 KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
-KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"  # MiB of ONE GPU (EC2 GpuDeviceInfo.MemoryInfo.SizeInMiB)
+# MiB of ONE GPU: Karpenter copies EC2 GpuDeviceInfo.MemoryInfo.SizeInMiB (p4d.24xlarge: 8 GPUs, 40960 each).
+KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
 KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 KARPENTER_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
 EKS_ACCELERATOR = "k8s.amazonaws.com/accelerator"

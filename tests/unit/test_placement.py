@@ -146,7 +146,13 @@ def test_fits_ever_agrees_with_fit() -> None:
         n(name="d", capacity=False), n(name="e", driver=470), n(name="f", driver=None),
         n(name="g", conditions=[{"type": "GpuMemWatch", "status": "True"}]),
         n(name="h", mem=24576, labels={"nvidia.com/gpu.replicas": "4"}), node_gpus(cpu_node("c"), CFG),
+        # GPU nodes of unknown VRAM: an AKS node of a VM size not in the table, and a GKE node of a known one.
+        node_gpus({"metadata": {"name": "i", "labels": {"kubernetes.azure.com/accelerator": "nvidia"}},
+                   "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"}}}, CFG),
+        node_gpus({"metadata": {"name": "j", "labels": {"cloud.google.com/gke-accelerator": "nvidia-l4"}},
+                   "status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}}, CFG),
     ]
+    assert nodes[-2].vram_mib == 0 and nodes[-1].vram_mib == 23034
     needs = [Need(g, mib, util, cuda) for g, mib, util, cuda in itertools.product(
         (1, 2, 8, 16), (None, 1024, 20 * 1024, 70 * 1024), (1.0, 0.9), (None, (12, 2), (11, 8)))]
     for need, node in itertools.product(needs, nodes):

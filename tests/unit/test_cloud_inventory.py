@@ -52,6 +52,9 @@ def test_table_rows_have_sources_and_only_marked_figures_are_unverified() -> Non
         assert product.source and product.mib > 1024
     # The one product whose figure is not a published driver/GFD output (T4G: the T4's ECC-on figure).
     assert {p.key for p in TABLE.products.values() if not p.verified} == {"T4G"}
+    # Every AWS row comes from EC2's own figures (Karpenter's generated table); only inferred rows are unverified.
+    assert all(r.verified for r in TABLE.instance_types.values() if "karpenter.sh" in r.source)
+    assert not TABLE.instance_types["g2-standard-8"].verified and TABLE.instance_types["a3-ultragpu-8g"].verified
 
 
 def test_parse_table_rejects_rows_that_name_no_product_or_repeat() -> None:

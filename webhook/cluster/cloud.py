@@ -51,6 +51,7 @@ class InstanceType:
     gpus: int
     mib: int
     source: str
+    verified: bool  # the GPU count (and a fraction's memory) was seen in the source, not inferred from the name
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,8 @@ def parse_table(data: Any) -> GPUTable:
         name = str(row["type"])
         if name.lower() in types:
             raise ValueError(f"instance type {name!r} listed twice")
-        types[name.lower()] = InstanceType(name, product, gpus, mib, str(row["source"]))
+        types[name.lower()] = InstanceType(name, product, gpus, mib, str(row["source"]),
+                                           bool(row.get("verified", True)))
     return GPUTable(products, aliases, types)
 
 

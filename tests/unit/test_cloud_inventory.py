@@ -301,3 +301,12 @@ def test_extender_keeps_unknown_nodes_and_scores_them_last() -> None:
     assert score(need, unknown, 8) == 0 < score(need, loose, 8)
     assert score(need, unknown, 8, "spread") == 0
     assert score(Need(1, None), unknown, 8) > 0  # no VRAM need: scored like any node
+
+
+def test_the_documented_config_example_is_valid_and_does_what_it_says() -> None:
+    text = (ROOT / "docs" / "install.md").read_text()
+    section = text[text.index("**Your own labels.**"):text.index("**Unknown VRAM never rejects.**")]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = Config(**yaml.safe_load(block))
+    n = read({"example.com/gpu-type": "RTX-4090"}, config=config)
+    assert (n.vram_mib, n.vram_source) == (24576, "config example.com/gpu-type=RTX-4090")

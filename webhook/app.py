@@ -47,6 +47,7 @@ def create_app(state: AppState) -> FastAPI:
                 "allocatable": n.allocatable,
                 "free": snap.free_gpus(n.name),
                 "vram_mib": n.vram_mib,
+                "vram_source": n.vram_source,
                 "driver_major": n.driver_major,
                 "replicas": n.replicas,
                 "mig": n.mig,

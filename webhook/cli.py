@@ -136,7 +136,7 @@ def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_nodes(args: argparse.Namespace, config: Config) -> int:
     snapshot = _snapshot(args, config)
-    header = ("NAME", "PRODUCT", "GPUS", "VRAM/GPU", "FREE", "DRIVER", "HEALTH", "REASON")
+    header = ("NAME", "PRODUCT", "GPUS", "VRAM/GPU", "SOURCE", "FREE", "DRIVER", "HEALTH", "REASON")
     rows = [header]
     for n in sorted(snapshot.nodes.values(), key=lambda n: n.name):
         if not n.is_gpu_node:
@@ -146,6 +146,7 @@ def cmd_nodes(args: argparse.Namespace, config: Config) -> int:
             n.product or "-",
             f"{n.allocatable}/{n.capacity}",
             f"{n.vram_mib / 1024:.1f}Gi" if n.vram_mib else "?",
+            n.vram_source,
             str(snapshot.free_gpus(n.name)),
             str(n.driver_major) if n.driver_major is not None else "-",
             n.health,

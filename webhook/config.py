@@ -9,6 +9,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .quantity import QuantityError, parse_gpu_memory_label
+
 Enforcement = Literal["enforce", "warn", "off"]
 PlacementMode = Literal["binpack", "spread"]
 
@@ -47,6 +49,24 @@ class Labels(_Section):
     normalized_memory: str = "vramgate.io/gpu-memory-mib"
     health: str = "vramgate.io/gpu-health"
     unhealthy_taint: str = "vramgate.io/gpu-unhealthy"
+    # The cluster's own labels, read only where neither GFD nor a managed cloud tells a node's GPU memory.
+    # Labels whose value is the memory of ONE GPU: a bare number is MiB (like nvidia.com/gpu.memory), else 24Gi, 24GB.
+    memory_labels: list[str] = Field(default_factory=list)
+    # Labels whose value names the GPU model (nvidia.com/gpu.product is always read) ...
+    product_labels: list[str] = Field(default_factory=list)
+    # ... and the memory of one GPU for each such value (case-insensitive), e.g. {"rtx-4090": "24GB"}.
+    product_memory: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _product_memory_sizes(self) -> Labels:
+        for product, size in self.product_memory.items():
+            try:
+                parse_gpu_memory_label(size)
+            except QuantityError as exc:
+                raise ValueError(
+                    f"labels.product_memory[{product!r}]: {exc}; use MiB (24576) or a size (24Gi)"
+                ) from None
+        return self
 
 
 class Health(_Section):

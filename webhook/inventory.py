@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .config import Config
+from .cluster.cloud import cloud_gpu, why_unknown
+from .config import Config, Labels
 from .quantity import QuantityError, parse_gpu_memory_label
 
 HealthState = Literal["healthy", "degraded", "unhealthy"]
@@ -27,11 +28,16 @@ class NodeGPUs:
     mig: str | None
     health: HealthState
     health_reason: str
-    labelled: bool  # the node carries GPU labels (GFD or vramgate's)
+    labelled: bool  # the node carries GPU labels (GFD, vramgate's, a managed cloud's, or the config's)
     unhealthy_gpus: int
     fault: str | None  # the fault condition or taint that makes it unhealthy
     plugin_missing: bool  # GPU labels but no nvidia.com/gpu capacity: the device plugin is not running
-    labelled_count: int = 0  # GPUs the GPU-count label (GFD) declares: what the node has once its plugin runs
+    # GPUs the GPU-count label (GFD, else the cloud's labels or instance type) declares: what the node has
+    # once its plugin runs.
+    labelled_count: int = 0
+    # Where vram_mib came from: "gfd", "karpenter", "gke-accelerator nvidia-l4", "instance-type g2-standard-8",
+    # "config <label>", or "unknown".
+    vram_source: str = "unknown"
     labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     # spec.taints as the API returns them (the health controller merges its own taint into these).
     taints: tuple[dict[str, str], ...] = field(default=(), compare=False, repr=False)
@@ -54,18 +60,41 @@ def _gpu_quantity(section: Any, resource: str) -> int:
     return max(0, _int(section.get(resource)) or 0)
 
 
-def _vram(labels: dict[str, Any], config: Config, replicas: int, mig: str | None, product: str) -> int:
-    keys = config.labels
-    vram = 0
+def _memory(value: Any) -> int:
+    """A GPU-memory label value in MiB, 0 when absent or malformed."""
+    if not isinstance(value, str):
+        return 0
+    try:
+        return parse_gpu_memory_label(value)
+    except QuantityError:
+        return 0
+
+
+def _gfd_vram(labels: dict[str, Any], keys: Labels) -> int:
+    vram = _memory(labels.get(keys.gpu_memory))
     normalized = _int(labels.get(keys.normalized_memory))
-    raw = labels.get(keys.gpu_memory)
-    if isinstance(raw, str):
-        try:
-            vram = parse_gpu_memory_label(raw)
-        except QuantityError:
-            vram = 0
     if not vram and normalized and normalized > 0:
         vram = normalized
+    return vram
+
+
+def _config_vram(labels: dict[str, Any], keys: Labels) -> tuple[int, str, str]:
+    """(MiB, source, product) from the config's memory_labels, then product_labels × product_memory."""
+    for key in keys.memory_labels:
+        mib = _memory(labels.get(key))
+        if mib:
+            return mib, f"config {key}", ""
+    if keys.product_memory:
+        sizes = {k.lower(): v for k, v in keys.product_memory.items()}
+        for key in (*keys.product_labels, keys.gpu_product):
+            value = str(labels.get(key) or "")
+            if value and value.lower() in sizes:
+                return _memory(sizes[value.lower()]), f"config {key}={value}", value
+    return 0, "", ""
+
+
+def _per_device(vram: int, replicas: int, mig: str | None, product: str) -> int:
+    """Memory per schedulable device: a MIG slice (single strategy) or a time-slice replica of a GPU."""
     if mig == "single":
         match = _MIG_PRODUCT_RE.search(product)
         if match:
@@ -134,14 +163,32 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
     resource = keys.gpu_resource
     capacity = _gpu_quantity(status.get("capacity"), resource)
     allocatable = min(_gpu_quantity(status.get("allocatable"), resource), capacity) if capacity else 0
-    product = str(labels.get(keys.gpu_product) or "")
+    gfd_product = str(labels.get(keys.gpu_product) or "")
     replicas = max(1, _int(labels.get(keys.gpu_replicas)) or 1)
     mig_raw = labels.get(keys.mig_strategy)
     mig = str(mig_raw) if mig_raw in ("single", "mixed") else None
     driver = _int(labels.get(keys.driver_major))
     if driver is None:
         driver = _int(labels.get(keys.driver_major_deprecated))
+    str_labels = {str(k): str(v) for k, v in labels.items()}
     labelled = any(k in labels for k in (keys.gpu_memory, keys.gpu_product, keys.gpu_count, keys.normalized_memory))
+    # Memory in order: GFD (or vramgate's copy of it), the managed cloud's labels, the config's labels.
+    product = gfd_product
+    count = max(0, _int(labels.get(keys.gpu_count)) or 0)
+    vram, source = _gfd_vram(labels, keys), "gfd"
+    cloud = cloud_gpu(str_labels)
+    if cloud is not None:
+        labelled = True
+        product = product or cloud.product
+        count = count or (cloud.count or 0)
+        if not vram and cloud.vram_mib:
+            vram, source = cloud.vram_mib, cloud.source
+    if not vram:
+        vram, source, named = _config_vram(labels, keys)
+        product = product or named
+        labelled = labelled or bool(vram) or any(k in labels for k in (*keys.memory_labels, *keys.product_labels))
+    if not vram:
+        source = "unknown"
     fault = fault_of(node, config)
     health, reason = classify(capacity, allocatable, labelled, fault, config)
     return NodeGPUs(
@@ -149,7 +196,7 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         product=product,
         capacity=capacity,
         allocatable=allocatable,
-        vram_mib=_vram(labels, config, replicas, mig, product),
+        vram_mib=_per_device(vram, replicas, mig, gfd_product),
         driver_major=driver,
         replicas=replicas,
         mig=mig,
@@ -159,7 +206,13 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         unhealthy_gpus=max(0, capacity - allocatable),
         fault=fault,
         plugin_missing=labelled and capacity == 0,
-        labelled_count=max(0, _int(labels.get(keys.gpu_count)) or 0),
-        labels={str(k): str(v) for k, v in labels.items()},
+        labelled_count=count,
+        vram_source=source,
+        labels=str_labels,
         taints=_taints(node),
     )
+
+
+def vram_missing(node: NodeGPUs) -> str:
+    """Why a GPU node's memory is unknown, naming what to add."""
+    return f"node {node.name}: VRAM unknown ({why_unknown(node.labels)})"

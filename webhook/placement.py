@@ -9,7 +9,7 @@ from enum import StrEnum
 from .config import PlacementMode
 from .cuda import CudaVersion, format_cuda, min_driver_major
 from .demand import Demand
-from .inventory import NodeGPUs
+from .inventory import NodeGPUs, vram_missing
 from .precision import DOWNGRADES, PRECISIONS
 from .vram import EstimateRequest, max_context, round_context
 from .vram import estimate as run_estimate
@@ -18,7 +18,11 @@ MAX_SCORE = 10
 
 
 class Code(StrEnum):
-    """Why a node does or does not fit. The extender's per-node reasons start with these."""
+    """Why a node does or does not fit. The extender's per-node reasons start with these.
+
+    VRAM_UNKNOWN never fails a node: it is the admission code of a workload admitted unchecked
+    because only nodes of unknown VRAM could hold it.
+    """
 
     FITS = "Fits"
     NO_GPUS = "NoGPUs"
@@ -90,15 +94,13 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
     if count < need.gpus:
         what = "GPUs" if ever else "healthy GPUs"
         return NodeFit(name, Code.TOO_FEW_GPUS, f"{count} {what}, pod needs {need.gpus}")
-    if need.per_gpu_mib is not None:
-        if node.vram_mib <= 0:
-            return NodeFit(name, Code.VRAM_UNKNOWN, "no nvidia.com/gpu.memory label: VRAM unknown")
-        if need.per_gpu_mib > usable_mib(node, need):
-            return NodeFit(
-                name, Code.VRAM_TOO_SMALL,
-                f"needs {_gib(need.per_gpu_mib)} GiB per GPU, {node.product or 'GPU'} has {_gib(node.vram_mib)} GiB"
-                + (f" ({need.utilization:g} usable)" if need.utilization < 1 else ""),
-            )
+    # Unknown VRAM never fails a node: the pod may land there, unchecked (and scored low).
+    if need.per_gpu_mib is not None and node.vram_mib > 0 and need.per_gpu_mib > usable_mib(node, need):
+        return NodeFit(
+            name, Code.VRAM_TOO_SMALL,
+            f"needs {_gib(need.per_gpu_mib)} GiB per GPU, {node.product or 'GPU'} has {_gib(node.vram_mib)} GiB"
+            + (f" ({need.utilization:g} usable)" if need.utilization < 1 else ""),
+        )
     min_driver = need.min_driver
     if min_driver is not None and node.driver_major is not None and node.driver_major < min_driver:
         return NodeFit(
@@ -107,6 +109,8 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
         )
     if not ever and free is not None and free < need.gpus:
         return NodeFit(name, Code.GPUS_BUSY, f"{free} of {node.allocatable} GPUs free, pod needs {need.gpus}")
+    if need.per_gpu_mib is not None and node.vram_mib <= 0:
+        return NodeFit(name, Code.FITS, "fits; VRAM unknown, not checked")
     return NodeFit(name, Code.FITS, "fits")
 
 
@@ -118,7 +122,7 @@ def fits_ever(need: Need, node: NodeGPUs) -> bool:
     if count < need.gpus:
         return False
     per_gpu = need.per_gpu_mib
-    if per_gpu is not None and (node.vram_mib <= 0 or per_gpu > node.vram_mib * need.utilization):
+    if per_gpu is not None and node.vram_mib > 0 and per_gpu > node.vram_mib * need.utilization:
         return False
     min_driver = need.min_driver
     return not (min_driver is not None and node.driver_major is not None and node.driver_major < min_driver)
@@ -129,8 +133,13 @@ def _gib(mib: float) -> str:
 
 
 def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack") -> int:
-    """0–10: binpack prefers the tightest VRAM and the fewest GPUs left free; spread the opposite."""
-    if need.per_gpu_mib is not None and node.vram_mib > 0:
+    """0–10: binpack prefers the tightest VRAM and the fewest GPUs left free; spread the opposite.
+
+    A node whose VRAM is unknown scores 0 for a pod that needs VRAM: any node known to hold it comes first.
+    """
+    if need.per_gpu_mib is not None and node.vram_mib <= 0:
+        return 0
+    if need.per_gpu_mib is not None:
         leftover = max(0.0, node.vram_mib - need.per_gpu_mib) / node.vram_mib
     else:
         leftover = 0.5
@@ -152,24 +161,35 @@ class ClusterVerdict:
 
 
 def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict:
-    """Judge a demand against every GPU node's capability, ignoring current use and health."""
+    """Judge a demand against every GPU node's capability, ignoring current use and health.
+
+    Unknown VRAM never rejects: when only nodes of unknown VRAM could hold the workload, it is
+    admitted with a message naming what each lacks. It is rejected for VRAM only when every node
+    with enough GPUs declares its VRAM and it is too small.
+    """
     need = Need.of(demand)
     gpu_nodes = [n for n in nodes if n.is_gpu_node]
     if not gpu_nodes:
         return ClusterVerdict(True, Code.FITS, "no GPU nodes in the inventory; not checked")
+    unknown: list[NodeGPUs] = []
     for n in gpu_nodes:
         if fits_ever(need, n):
-            return ClusterVerdict(True, Code.FITS, "fits", best_node=n.name)
-    fits = [fit(need, n, ever=True) for n in gpu_nodes]
+            if n.vram_mib > 0 or need.per_gpu_mib is None:
+                return ClusterVerdict(True, Code.FITS, "fits", best_node=n.name)
+            unknown.append(n)
     who = demand.view.ref
+    if unknown and need.per_gpu_mib is not None:
+        shown = "; ".join(vram_missing(n) for n in unknown[:3]) + ("; …" if len(unknown) > 3 else "")
+        msg = (f"{who}: needs {_gib(need.per_gpu_mib)} GiB VRAM per GPU, not checked: "
+               f"{'no node of known VRAM can hold it and ' if any(n.vram_mib > 0 for n in gpu_nodes) else ''}"
+               f"{len(unknown)} node(s) with enough GPUs have unknown VRAM ({shown}). "
+               "Fix: deploy GPU Feature Discovery, label the nodes nvidia.com/gpu.memory (MiB), "
+               "or map your own label in the config (labels.memory_labels, labels.product_memory)")
+        return ClusterVerdict(True, Code.VRAM_UNKNOWN, msg, best_node=unknown[0].name)
+    fits = [fit(need, n, ever=True) for n in gpu_nodes]
     largest = max(gpu_nodes, key=lambda n: (n.vram_mib, n.capacity))
-    if need.per_gpu_mib is not None and all(f.code in (Code.VRAM_TOO_SMALL, Code.VRAM_UNKNOWN, Code.TOO_FEW_GPUS)
-                                            for f in fits) and not _vram_ok_anywhere(need, gpu_nodes):
-        if largest.vram_mib <= 0:
-            msg = (f"{who}: needs {_gib(need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}); "
-                   "no GPU node declares its VRAM (label nvidia.com/gpu.memory). "
-                   "Try: deploy GPU Feature Discovery, or label the nodes with nvidia.com/gpu.memory (MiB)")
-            return ClusterVerdict(False, Code.VRAM_UNKNOWN, msg)
+    too_small = all(f.code in (Code.VRAM_TOO_SMALL, Code.TOO_FEW_GPUS) for f in fits)
+    if need.per_gpu_mib is not None and largest.vram_mib > 0 and too_small and not _vram_ok_anywhere(need, gpu_nodes):
         tips = suggestions(demand, gpu_nodes)
         usable = ""
         if need.utilization < 1:
@@ -185,7 +205,8 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
         msg = (f"{who}: needs {need.gpus} GPUs on one node"
                + (f" with {_gib(need.per_gpu_mib)} GiB VRAM each" if need.per_gpu_mib is not None else "")
                + f"; no node has that (most: {most.capacity} on {most.name}, {most.product or 'unknown product'}, "
-               f"{_gib(most.vram_mib)} GiB each). Try: fewer GPUs per pod with a smaller precision or context, "
+               f"{_gib(most.vram_mib) + ' GiB' if most.vram_mib > 0 else 'VRAM unknown'} each). "
+               "Try: fewer GPUs per pod with a smaller precision or context, "
                "or nodes with more GPUs")
         return ClusterVerdict(False, Code.TOO_FEW_GPUS, msg)
     old = [n for n, f in zip(gpu_nodes, fits, strict=True) if f.code is Code.DRIVER_TOO_OLD]

@@ -173,7 +173,8 @@ def narrow_selector(demand: Demand, snapshot: Snapshot) -> Narrow | None:
     for n in snapshot.by_vram:
         if fits_ever(need, n) and selects(spec, n):
             return None
-    fitting = [n for n in snapshot.by_vram if fits_ever(need, n)]
+    # Only nodes known to hold it can make a selector "narrow" (unknown VRAM never rejects, nor reroutes there).
+    fitting = [n for n in snapshot.by_vram if fits_ever(need, n) and (n.vram_mib > 0 or need.per_gpu_mib is None)]
     if not fitting:
         return None
     matched = [n for n in snapshot.nodes.values() if selects(spec, n)]

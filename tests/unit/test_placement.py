@@ -45,8 +45,12 @@ def test_fit_codes() -> None:
     assert fit(Need(1, 1024), node_gpus(cpu_node("c"), CFG), free=0).code is Code.NO_GPUS
     unknown = n()
     object.__setattr__(unknown, "vram_mib", 0)
-    assert fit(NEED_20G, unknown, free=8).code is Code.VRAM_UNKNOWN
-    assert fit(Need(1, None), unknown, free=8).code is Code.FITS  # no VRAM claim, no VRAM check
+    # Unknown VRAM never fails a node: it passes unchecked (and scores 0, see test_unknown_vram_scores_lowest).
+    unchecked = fit(NEED_20G, unknown, free=8)
+    assert unchecked.code is Code.FITS and "VRAM unknown" in unchecked.reason
+    assert fit(Need(1, 200 * 1024), unknown, free=8).fits  # even a need no GPU has
+    assert fit(Need(1, None), unknown, free=8).reason == "fits"  # no VRAM claim, no VRAM check
+    assert fit(Need(16, 1024), unknown, free=8).code is Code.TOO_FEW_GPUS  # what is known still counts
 
 
 def test_ever_ignores_health_and_use() -> None:
@@ -142,7 +146,13 @@ def test_fits_ever_agrees_with_fit() -> None:
         n(name="d", capacity=False), n(name="e", driver=470), n(name="f", driver=None),
         n(name="g", conditions=[{"type": "GpuMemWatch", "status": "True"}]),
         n(name="h", mem=24576, labels={"nvidia.com/gpu.replicas": "4"}), node_gpus(cpu_node("c"), CFG),
+        # GPU nodes of unknown VRAM: an AKS node of a VM size not in the table, and a GKE node of a known one.
+        node_gpus({"metadata": {"name": "i", "labels": {"kubernetes.azure.com/accelerator": "nvidia"}},
+                   "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"}}}, CFG),
+        node_gpus({"metadata": {"name": "j", "labels": {"cloud.google.com/gke-accelerator": "nvidia-l4"}},
+                   "status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}}, CFG),
     ]
+    assert nodes[-2].vram_mib == 0 and nodes[-1].vram_mib == 23034
     needs = [Need(g, mib, util, cuda) for g, mib, util, cuda in itertools.product(
         (1, 2, 8, 16), (None, 1024, 20 * 1024, 70 * 1024), (1.0, 0.9), (None, (12, 2), (11, 8)))]
     for need, node in itertools.product(needs, nodes):

@@ -24,7 +24,9 @@ from .workload import as_list
 A_VRAM_REQUIRED = "vramgate.io/vram-required-mib"
 A_VRAM_PER_GPU = "vramgate.io/vram-per-gpu-mib"
 A_ESTIMATE = "vramgate.io/estimate"
-OUTPUT_ANNOTATIONS = (A_VRAM_REQUIRED, A_VRAM_PER_GPU, A_ESTIMATE)
+# The low end of the estimate's band: what the VRAM affinity asks of a node.
+A_VRAM_PER_GPU_MIN = "vramgate.io/vram-per-gpu-min-mib"
+OUTPUT_ANNOTATIONS = (A_VRAM_REQUIRED, A_VRAM_PER_GPU, A_VRAM_PER_GPU_MIN, A_ESTIMATE)
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -35,7 +37,8 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 def node_vram_floor_mib(demand: Demand) -> int | None:
     """The smallest per-GPU VRAM (MiB) a node must advertise to hold the demand at its utilization."""
-    per_gpu = demand.per_gpu_mib
+    # The low end of the estimate: a pod admitted because it may fit must not be made unschedulable.
+    per_gpu = demand.min_per_gpu_mib
     if per_gpu is None:
         return None
     util = demand.utilization or 1.0
@@ -230,6 +233,8 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config) -> tup
         annotations = _dict_at(meta, "annotations")
         annotations[A_VRAM_REQUIRED] = str(demand.total_mib)
         annotations[A_VRAM_PER_GPU] = str(demand.per_gpu_mib)
+        if demand.min_per_gpu_mib is not None:
+            annotations[A_VRAM_PER_GPU_MIN] = str(demand.min_per_gpu_mib)
         annotations[A_ESTIMATE] = demand.summary()
         meta["annotations"] = annotations
 

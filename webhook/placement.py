@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from .config import PlacementMode
@@ -43,13 +43,18 @@ class Need:
     """The part of a demand placement looks at; built once per request."""
 
     gpus: int
-    per_gpu_mib: int | None
+    per_gpu_mib: int | None  # what must fit: the low end of the estimate's band
     utilization: float = 1.0
     cuda: CudaVersion | None = None
+    expected_mib: int | None = None  # the estimate's middle, for scores and warnings
 
     @classmethod
     def of(cls, demand: Demand) -> Need:
-        return cls(demand.gpus, demand.per_gpu_mib, demand.utilization, demand.cuda)
+        return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib)
+
+    @property
+    def expected(self) -> int | None:
+        return self.expected_mib if self.expected_mib is not None else self.per_gpu_mib
 
     @property
     def min_driver(self) -> int | None:
@@ -175,7 +180,7 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
     for n in gpu_nodes:
         if fits_ever(need, n):
             if n.vram_mib > 0 or need.per_gpu_mib is None:
-                return ClusterVerdict(True, Code.FITS, "fits", best_node=n.name)
+                return _maybe_tight(demand, need, gpu_nodes, n)
             unknown.append(n)
     who = demand.view.ref
     if unknown and need.per_gpu_mib is not None:
@@ -195,8 +200,8 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
         if need.utilization < 1:
             usable = f", {_gib(largest.vram_mib * need.utilization)} GiB usable at gpu-memory-utilization " \
                      f"{need.utilization:g}"
-        msg = (f"{who}: needs {_gib(need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}); "
-               f"the largest GPU in the cluster has {_gib(largest.vram_mib)} GiB "
+        msg = (f"{who}: needs {_gib(need.expected or need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}"
+               f"{_at_least(need)}); the largest GPU in the cluster has {_gib(largest.vram_mib)} GiB "
                f"({largest.name}, {largest.product or 'unknown product'}{usable}). "
                f"Try: {'; '.join(tips) if tips else 'a node with larger GPUs'}")
         return ClusterVerdict(False, Code.VRAM_TOO_SMALL, msg, suggestions=tuple(tips))
@@ -215,6 +220,33 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
            f"the nodes whose GPUs can hold it run driver {newest} at most. "
            f"Try: an image built for an older CUDA, or nodes with driver ≥ {need.min_driver}")
     return ClusterVerdict(False, Code.DRIVER_TOO_OLD, msg)
+
+
+def _at_least(need: Need) -> str:
+    if need.expected is not None and need.per_gpu_mib is not None and need.per_gpu_mib < need.expected:
+        return f"; at least {_gib(need.per_gpu_mib)} GiB even at the estimate's low end"
+    return ""
+
+
+def _maybe_tight(demand: Demand, need: Need, nodes: list[NodeGPUs], first: NodeGPUs) -> ClusterVerdict:
+    """Admit; when only the low end of the estimate fits anywhere, say so (the band straddles the GPU)."""
+    expected = need.expected
+    if expected is None or need.per_gpu_mib is None or expected <= need.per_gpu_mib:
+        return ClusterVerdict(True, Code.FITS, "fits", best_node=first.name)
+    roomy = [n for n in nodes if n.vram_mib > 0 and fits_ever(replace(need, per_gpu_mib=expected), n)]
+    if roomy:
+        return ClusterVerdict(True, Code.FITS, "fits", best_node=roomy[0].name)
+    best = max((n for n in nodes if n.vram_mib > 0), key=lambda n: n.vram_mib, default=first)
+    est = demand.estimate
+    engine = f" ({est.engine})" if est is not None else ""
+    msg = (f"{demand.view.ref}: may not fit: expected {_gib(expected)} GiB per GPU{engine}, "
+           f"{best.product or best.name} offers {_gib(best.vram_mib * need.utilization)} GiB usable; "
+           f"admitted because the low end of the estimate ({_gib(need.per_gpu_mib)} GiB) fits")
+    if est is not None and est.engine.startswith("ollama"):
+        share = max(0.0, 1 - best.vram_mib * need.utilization / expected)
+        msg = (f"{demand.view.ref}: Ollama will run about {share:.0%} of the model on the CPU (slower, not a failure): "
+               f"it needs {_gib(expected)} GiB, {best.product or best.name} offers {_gib(best.vram_mib)} GiB")
+    return ClusterVerdict(True, Code.FITS, msg, best_node=first.name)
 
 
 def _vram_ok_anywhere(need: Need, nodes: list[NodeGPUs]) -> bool:

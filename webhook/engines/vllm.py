@@ -20,12 +20,12 @@ from ..precision import kv_bytes
 from ..vram import MIB, Estimate, EstimateRequest, shape_of, weights_bytes
 from .base import Found, Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
-from .layers import layout_of
+from .layers import KVLayout, layout_of
 
 NAME = "vllm"
 IMAGE_REPOS = ("vllm",)
 # The newest release whose behaviour is modelled; an image without a version tag gets this one.
-NEWEST: Version = (0, 11, 0)
+NEWEST: Version = (0, 33, 0)
 
 # Options of `vllm serve` (vllm/engine/arg_utils.py EngineArgs.add_cli_args and the OpenAI server's
 # own), enough to resolve argparse's unambiguous prefixes the way vLLM does.
@@ -128,82 +128,116 @@ def is_v1(version: Version | None, env_v1: str | None) -> bool:
     return v >= (0, 8, 0)
 
 
-def default_max_num_seqs(version: Version | None, v1: bool, gpu_mib: float | None = None) -> int:
-    """vLLM's default ``max_num_seqs``: 256, raised to 1024 on large GPUs by V1's defaults from 0.9."""
+def defaults(version: Version | None, v1: bool, context: int, gpu_mib: float | None) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) when unset, for ``vllm serve`` (vllm/engine/arg_utils.py).
+
+    V0: 256 sequences; without chunked prefill (on by itself only past 32k contexts) a whole
+    max_model_len is profiled. V1 picks by GPU: 8192/1024 on ≥ 70 GiB GPUs (0.9–0.27: not A100),
+    16384/1024 on ≥ 160 GiB from 0.28, else 2048/256. ``gpu_mib`` None means "a large GPU".
+    """
     v = version or NEWEST
-    if v1 and v >= (0, 9, 0) and gpu_mib is not None and gpu_mib >= 70 * 1024:
-        return 1024
-    return 256
+    if not v1:
+        if context > 32768:
+            return 256, (512 if v < (0, 6, 5) else 2048)
+        return 256, max(context, 2048)
+    large = gpu_mib is None or gpu_mib >= 70 * 1024
+    if v < (0, 8, 5):
+        seqs, tokens = 1024, (8192 if large else 2048)
+    elif v >= (0, 28, 0) and (gpu_mib is None or gpu_mib >= 160 * 1024):
+        seqs, tokens = 1024, 16384
+    else:
+        seqs, tokens = (1024, 8192) if large else (256, 2048)
+    if v >= (0, 10, 0):
+        seqs = min(seqs, tokens)
+    return seqs, tokens
 
 
-def default_batched_tokens(version: Version | None, v1: bool, context: int, gpu_mib: float | None = None) -> int:
-    """Tokens of the profile forward pass: chunked prefill's budget, or the whole context without it."""
-    v = version or NEWEST
-    if v1:
-        if v >= (0, 9, 0) and gpu_mib is not None and gpu_mib >= 70 * 1024:
-            return 8192
-        return 2048 if v >= (0, 9, 0) else 8192
-    # V0 enables chunked prefill by default only past 32k contexts (arg_utils.py); otherwise a prefill
-    # of the whole max_model_len is profiled.
-    if context > 32768:
-        return 2048
-    return max(context, 2048)
+def default_utilization(version: Version | None) -> float:
+    """``--gpu-memory-utilization`` when unset: 0.90, and 0.92 from 0.20.0."""
+    return 0.92 if (version or NEWEST) >= (0, 20, 0) else 0.9
 
 
-# Peak activation bytes per batched token per unit of hidden size in the profile run. Calibrated
-# on Llama-3-8B: 1.23 GiB at 8,192 tokens and hidden 4,096 (vLLM V1 log "torch peak memory increase").
-ACTIVATION_BYTES_PER_TOKEN_HIDDEN = 40
-# Non-torch memory vLLM measures after loading (NCCL, cuBLAS workspaces): 0.1–0.5 GiB on one GPU,
-# more with collective buffers under tensor parallelism.
-NON_TORCH_MIB = 256
-NON_TORCH_TP_MIB = 768
-# CUDA graphs: captured after the KV pool is sized (their memory comes out of the 1 − utilization
-# headroom) in every modelled version; typical captures take 0.3–1.5 GiB.
-CUDA_GRAPH_MIB = 1024
+# Non-torch memory vLLM charges before the KV pool (NCCL, cuBLAS workspaces, custom all-reduce):
+# published logs show 0.06–0.4 GiB on one GPU and 1.8–5 GiB per GPU under tensor parallelism.
+NON_TORCH_MIB = (64, 160)  # (low, expected) on one GPU
+NON_TORCH_TP_MIB = (1024, 2048)
+# 0.6.4 and V1 0.7.0–0.9.0 measured all non-torch use, the CUDA context included.
+CUDA_CONTEXT_MIB = 512
+
+
+def cuda_graph_mib(params: float, tp: int) -> float:
+    """CUDA-graph memory per GPU: ~0.5–0.7 GiB for an 8B model, ~3.5 GiB for Qwen3-235B at TP 4 (logs)."""
+    return (0.4 + 0.05 * params / 1e9 / max(tp, 1)) * 1024
+
+
+def activation_bytes(tokens: int, seqs: int, hidden: int, intermediate: float, vocab: int, tp: int) -> float:
+    """Peak of the profile run: the MLP/attention working set of ``tokens``, and the dummy sampler.
+
+    tokens × 2 B × (2·intermediate + 6·hidden) per TP rank, plus min(seqs, tokens) rows of fp32 logits
+    with top-k/top-p sorting (12 B per vocabulary entry); fitted to published V0/V1 logs.
+    """
+    mlp = tokens * 2.0 * (2 * intermediate + 6 * hidden) / tp
+    sampler = min(seqs, tokens) * vocab * 12.0
+    return mlp + sampler
 
 
 def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     """The memory vLLM needs per GPU to start: weights, profile activations, non-torch, one sequence of KV."""
     g = max(req.gpus, 1)
+    v = req.engine_version or NEWEST
     shape = shape_of(spec, req.params)
     v1 = is_v1(req.engine_version, "0" if req.legacy_engine else None)
     weights = max(0.0, weights_bytes(req.params, req.precision, shape, spec) - req.cpu_offload_gib * 1024**3 * g)
+    pp = max(req.pipeline, 1)
+    tp = max(1, g // pp)
     value_bytes = kv_bytes(req.precision, req.kv_cache_dtype)
     layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, value_bytes)
-    compact = compact_windows(req.engine_version)
-    kv_seq = layout.bytes_for(req.context, compact=compact)
+
+    seqs_hi, tokens_hi = defaults(req.engine_version, v1, req.context, None)
+    seqs_lo, tokens_lo = defaults(req.engine_version, v1, req.context, 24 * 1024)
+    seqs = req.max_num_seqs or seqs_hi
+    tokens = req.batched_tokens or tokens_hi
+    if req.max_num_seqs or req.batched_tokens:
+        seqs_lo, tokens_lo = (req.max_num_seqs or seqs_lo), (req.batched_tokens or tokens_lo)
+
+    kv_seq = _kv_for_sequence(layout, req.context, tokens, v)
     kv_total = kv_seq * req.batch  # only a declared reservation (vramgate.io/batch-size) multiplies it
-    tp = max(1, g // max(req.pipeline, 1))
     kv_shards = 1 if shape.mla else max(1, min(tp, shape.kv_heads))
-    kv_per_gpu = kv_total / kv_shards / max(req.pipeline, 1)
+    kv_per_gpu = kv_total / kv_shards / pp
     if req.kv_cache_bytes is not None:
         kv_per_gpu = float(req.kv_cache_bytes)
 
-    seqs = req.max_num_seqs or default_max_num_seqs(req.engine_version, v1)
-    tokens = req.batched_tokens or default_batched_tokens(req.engine_version, v1, req.context)
-    hidden = shape.hidden_size
-    act = ACTIVATION_BYTES_PER_TOKEN_HIDDEN * tokens * hidden / tp
+    inter = float(getattr(spec, "intermediate_size", None) or 3.5 * shape.hidden_size)
     vocab = spec.vocab_size if spec else 128_000
-    sampler = seqs * vocab * 4 * 2 / tp  # fp32 logits of max_num_seqs rows, and a softmax copy
+    act = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp)
+    act_lo = activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp)
     vision = _vision_profile(req, spec, tokens, seqs, v1) / tp
-    non_torch = (NON_TORCH_TP_MIB if tp > 1 else NON_TORCH_MIB) * MIB
+    nt_lo, nt_mid = NON_TORCH_TP_MIB if tp > 1 else NON_TORCH_MIB
+    if (0, 6, 4) <= v < (0, 6, 5) or (v1 and (0, 7, 0) <= v < (0, 9, 1)):
+        nt_lo, nt_mid = nt_lo + CUDA_CONTEXT_MIB, nt_mid + CUDA_CONTEXT_MIB
+    graphs = 0.0 if req.enforce_eager else cuda_graph_mib(req.params, tp) * MIB
+    graphs_counted = v >= (0, 20, 0)
     weights_per_gpu = weights / g
-    mid = weights_per_gpu + kv_per_gpu + act + sampler + vision + non_torch
-    low = weights_per_gpu + kv_per_gpu + 0.5 * (act + vision) + NON_TORCH_MIB * MIB * 0.5
-    high = mid + 2.0 * (act + sampler + vision) + CUDA_GRAPH_MIB * MIB * (0 if req.enforce_eager else 1)
+    mid = weights_per_gpu + kv_per_gpu + act + vision + nt_mid * MIB + (graphs if graphs_counted else 0.0)
+    certain = weights_per_gpu + kv_per_gpu
+    low_rest = act_lo + 0.5 * vision + nt_lo * MIB
+    high = mid + 0.5 * (act + vision) + (0.0 if graphs_counted else graphs) + 512 * MIB
     if not shape.known:
-        low *= 0.85
-        high *= 1.25
-    notes = [f"vLLM {'V1' if v1 else 'V0'}: KV pool must hold one {req.context}-token sequence"
-             + (f" × {req.batch} reserved" if req.batch > 1 else ""),
-             f"profile run of {tokens} batched tokens, {seqs} sequences"]
+        # The weights are params × bytes whatever the shape; KV and activations are a guess.
+        low_rest *= 0.7
+        certain = weights_per_gpu + 0.7 * kv_per_gpu
+        high += 0.5 * (kv_per_gpu + act)
+    low = certain + low_rest
+    notes = [f"vLLM {'.'.join(map(str, v))} {'V1' if v1 else 'V0'}: the KV pool must hold one {req.context}-token "
+             "sequence" + (f" × {req.batch} reserved" if req.batch > 1 else ""),
+             f"profile run of {tokens} batched tokens over {min(seqs, tokens)} sequences"]
     if vision:
         notes.append(f"vision encoder profiled: {vision * tp / MIB / 1024:.1f} GiB")
     return Estimate(
         request=req,
         weights_mib=weights / MIB,
         kv_cache_mib=kv_per_gpu * g / MIB,
-        overhead_mib=(non_torch + sampler) * g / MIB,
+        overhead_mib=(nt_mid * MIB + (graphs if graphs_counted else 0.0)) * g / MIB,
         gradients_mib=0.0,
         optimizer_mib=0.0,
         activations_mib=(act + vision) * g / MIB,
@@ -218,27 +252,53 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     )
 
 
-def compact_windows(version: Version | None) -> bool:
-    """Whether sliding-window and chunked-local layers keep only their window (V1's hybrid allocator, 0.10+)."""
-    return (version or NEWEST) >= (0, 10, 0)
+def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, version: Version) -> float:
+    """KV bytes of one ``context``-token sequence as this version allocates it.
+
+    From 0.9.1 the hybrid KV-cache manager sizes sliding-window layers at
+    min(window − 1 + max_num_batched_tokens, L) + one block; chunked-local layers (Llama 4) stay
+    full length until 0.14 (docs/engine-sources-vllm.md).
+    """
+    per = layout.bytes_per_token_layer
+    full = layout.full_layers * context
+    if layout.window and version >= (0, 9, 1):
+        win = layout.window_layers * (min(layout.window - 1 + batched_tokens, context) + BLOCK)
+    else:
+        win = layout.window_layers * context
+    if layout.chunk and version >= (0, 14, 0):
+        chk = layout.chunk_layers * (min(layout.chunk, context) + BLOCK)
+    else:
+        chk = layout.chunk_layers * context
+    return per * (full + win + chk)
+
+
+BLOCK = 16
+
+
+# Activation bytes per patch per unit of vision width in an encoder pass (as for the LLM's layers).
+VISION_BYTES_PER_PATCH_WIDTH = 40
 
 
 def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, seqs: int, v1: bool) -> float:
-    """Activation bytes of the dummy images a multimodal model's profile run pushes through the encoder."""
+    """Activation bytes of the dummy images a multimodal model's profile run pushes through the encoder.
+
+    V1 profiles max(1, min(budget // item_tokens, max_num_seqs × limit_mm_per_prompt)) items, the
+    encoder budget being max(max_num_batched_tokens, item_tokens); V0 min(max_num_seqs,
+    max_num_batched_tokens // item_tokens) dummy sequences, each with its images.
+    """
     image_tokens = int(getattr(spec, "max_image_tokens", 0) or 0) if spec else 0
     vision_params = float(getattr(spec, "vision_params", 0) or 0) if spec else 0.0
     if not image_tokens or not vision_params or req.mm_items == 0:
         return 0.0
-    # V1 fills the encoder budget (max(max_num_batched_tokens, one item)); V0 profiles
-    # min(max_num_seqs, batched tokens // item tokens) sequences, each with its images.
     per_prompt = req.mm_items or 1
     if v1:
-        items = max(1, tokens // image_tokens) if tokens >= image_tokens else 1
+        budget = max(tokens, image_tokens)
+        items = max(1, min(budget // image_tokens, seqs * per_prompt))
     else:
         items = max(1, min(seqs, tokens // image_tokens)) * per_prompt
-    # A ViT keeps ~4 patches per merged LLM token; width from its size (~1280 for a 0.6B tower).
+    # A ViT keeps ~4 patches per merged LLM token; its width from its size (≈ 12·L·w², L ≈ 32).
     width = max(1024.0, (vision_params / 32 / 12) ** 0.5)
-    return float(items * image_tokens * 4 * width * ACTIVATION_BYTES_PER_TOKEN_HIDDEN)
+    return float(items * image_tokens * 4 * width * VISION_BYTES_PER_PATCH_WIDTH)
 
 
 def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, utilization: float

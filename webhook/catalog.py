@@ -483,3 +483,183 @@ def builtin_catalog() -> Catalog:
     text = resources.files("webhook").joinpath("data/models.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text) or {}
     return Catalog(spec_from_mapping(e) for e in data.get("models", []))
+
+
+# ---------------------------------------------------------------------------------------------
+# Entries from a Hugging Face config.json (``vramgate models import``).
+
+
+class ConfigImportError(ValueError):
+    """A config.json that cannot become a catalog entry."""
+
+
+# Keys vLLM reads for the model's length, smallest wins (vllm/config.py ``_get_and_verify_max_len``).
+_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+
+
+def derived_max_len(config: Mapping[str, Any]) -> int:
+    """The max_model_len vLLM derives from a (text) config when none is given.
+
+    The smallest of the length keys; ``model_max_length`` wins where present (Command-R, Cohere2);
+    rope scaling other than ``su``/``longrope``/``llama3`` multiplies by ``factor``, and ``yarn``
+    multiplies ``original_max_position_embeddings``; Gemma 3's length is already scaled.
+    """
+    lengths = [int(config[k]) for k in _LENGTH_KEYS if isinstance(config.get(k), int | float)]
+    derived = min(lengths) if lengths else 2048
+    if isinstance(config.get("model_max_length"), int):
+        derived = int(config["model_max_length"])
+    rope = config.get("rope_scaling")
+    if isinstance(rope, Mapping) and "gemma3" not in str(config.get("model_type", "")):
+        rope_type = rope.get("rope_type") or rope.get("type") or "default"
+        if rope_type == "mrope":
+            rope_type = "default"
+        if rope_type not in ("su", "longrope", "llama3"):
+            factor = float(rope.get("factor", 1.0) or 1.0)
+            if rope_type == "yarn" and rope.get("original_max_position_embeddings"):
+                derived = int(rope["original_max_position_embeddings"])
+            derived = int(derived * factor)
+    return derived
+
+
+def _first(config: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    return None
+
+
+def _native_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
+    quant = config.get("quantization_config") or text.get("quantization_config")
+    if isinstance(quant, Mapping):
+        method = str(quant.get("quant_method", "")).lower()
+        if method == "mxfp4":
+            return "mxfp4"
+        if method == "fp8" or "fp8" in str(quant.get("fmt", "")).lower():
+            return "fp8"
+        if method in ("awq", "gptq", "bitsandbytes", "compressed-tensors"):
+            bits = quant.get("bits") or quant.get("w_bit")
+            if method == "bitsandbytes":
+                return "int8" if quant.get("load_in_8bit") else "nf4"
+            if method == "compressed-tensors":
+                groups: Mapping[str, Any] = quant.get("config_groups") or {}
+                first: Mapping[str, Any] = next(iter(groups.values()), {}) if groups else {}
+                weights: Mapping[str, Any] = first.get("weights") or {}
+                if weights.get("type") == "float" and weights.get("num_bits") == 8:
+                    return "fp8"
+                bits = weights.get("num_bits", bits)
+            return "int8" if bits == 8 else "int4"
+    raw = str(_first(text, "torch_dtype", "dtype") or _first(config, "torch_dtype", "dtype") or "bfloat16")
+    return _DTYPES.get(raw.lower(), "bf16")
+
+
+def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | None = None,
+                         name: str | None = None) -> dict[str, Any]:
+    """A catalog entry (a plain dict, YAML-ready) from a config.json and its safetensors index.
+
+    Multimodal configs read the ``text_config``; ``vision_params`` is what the checkpoint holds
+    beyond the text model when the index gives its size. Raises ``ConfigImportError`` on missing keys.
+    """
+    if not isinstance(config, Mapping):
+        raise ConfigImportError("config.json is not a JSON object")
+    text: Mapping[str, Any] = config.get("text_config") or config.get("thinker_config", {}).get("text_config") or config
+    llm = config.get("llm_config")
+    if isinstance(llm, Mapping):
+        text = llm
+    hidden = _first(text, "hidden_size", "n_embd", "d_model")
+    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _first(text, "num_attention_heads", "n_head")
+    vocab = _first(text, "vocab_size", "padded_vocab_size")
+    for key, value in (("hidden_size", hidden), ("num_hidden_layers", layers), ("num_attention_heads", heads),
+                       ("vocab_size", vocab)):
+        if not isinstance(value, int) or value <= 0:
+            raise ConfigImportError(f"config.json has no usable {key}")
+    kv = _first(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv") or heads
+    if text.get("multi_query") and not text.get("num_kv_heads"):
+        kv = 1
+    head_dim = _first(text, "head_dim") or hidden // heads
+    arch = str((config.get("architectures") or [config.get("model_type", "custom")])[0])
+    ref = name or str(config.get("_name_or_path") or "").strip() or arch.lower()
+    entry: dict[str, Any] = {
+        "name": ref.rsplit("/", 1)[-1].lower(),
+        "aliases": [ref] if "/" in ref else [],
+        "family": str(text.get("model_type") or config.get("model_type") or "custom"),
+        "params": 0.0,
+        "layers": int(layers),
+        "hidden_size": int(hidden),
+        "heads": int(heads),
+        "kv_heads": int(kv),
+        "head_dim": int(head_dim),
+        "vocab_size": int(vocab),
+        "context": derived_max_len({**text, "model_type": config.get("model_type", text.get("model_type"))}),
+        "dtype": _native_dtype(config, text),
+        "tie_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+    }
+    inter = _first(text, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
+    entry["intermediate_size"] = int(inter) if inter else 4 * int(hidden)
+    if any(a in arch for a in ("GPT2", "GPTBigCode", "Starcoder2", "Falcon", "PhiForCausalLM", "Bert", "Roberta")):
+        entry["mlp"] = "plain"
+    experts = _first(text, "num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+    if experts:
+        entry["experts"] = int(experts)
+        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k") or 1)
+        moe_inter = _first(text, "moe_intermediate_size", "expert_intermediate_size")
+        if moe_inter:
+            entry["moe_intermediate_size"] = int(moe_inter)
+        elif text.get("intermediate_size_mlp"):  # Llama 4: experts use intermediate_size
+            entry["moe_intermediate_size"] = int(inter)
+            entry["intermediate_size"] = int(text["intermediate_size_mlp"])
+        shared = _first(text, "n_shared_experts", "num_shared_experts")
+        shared_size = _first(text, "shared_expert_intermediate_size")
+        if shared or shared_size:
+            entry["shared_experts"] = int(shared or 1)
+            if shared_size:
+                entry["shared_expert_intermediate_size"] = int(shared_size)
+        if text.get("first_k_dense_replace"):
+            entry["first_dense_layers"] = int(text["first_k_dense_replace"])
+        step = text.get("interleave_moe_layer_step")
+        if isinstance(step, int) and step > 1:
+            entry["moe_layers"] = int(layers) // step
+        elif text.get("decoder_sparse_step", 1) not in (None, 1):
+            entry["moe_layers"] = int(layers) // int(text["decoder_sparse_step"])
+    for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        if text.get(key):
+            entry[key] = int(text[key])
+    if text.get("kv_lora_rank"):
+        entry["head_dim"] = int(text.get("v_head_dim") or head_dim)
+    layer_types = text.get("layer_types")
+    window = text.get("sliding_window")
+    if isinstance(window, int) and 0 < window < entry["context"]:
+        entry["sliding_window"] = window
+        if isinstance(layer_types, list) and layer_types:
+            entry["sliding_window_layers"] = sum(1 for t in layer_types if "sliding" in str(t))
+        elif text.get("sliding_window_pattern"):
+            pattern = int(text["sliding_window_pattern"])
+            entry["sliding_window_layers"] = int(layers) - int(layers) // pattern
+        else:
+            entry["sliding_window_layers"] = int(layers)
+    if isinstance(layer_types, list) and layer_types and any("linear" in str(t) for t in layer_types):
+        entry["kv_layers"] = sum(1 for t in layer_types if "full" in str(t) or "sliding" in str(t))
+    elif text.get("full_attention_interval"):
+        entry["kv_layers"] = int(layers) // int(text["full_attention_interval"])
+    if text.get("attention_chunk_size"):
+        entry["attention_chunk_size"] = int(text["attention_chunk_size"])
+        rope_every = text.get("no_rope_layer_interval") or 4
+        entry["chunked_layers"] = int(layers) - int(layers) // int(rope_every)
+    total_size = (index or {}).get("metadata", {}).get("total_size") if isinstance(index, Mapping) else None
+    if isinstance(total_size, int | float) and total_size > 0:
+        entry["checkpoint_bytes"] = int(total_size)
+    spec = spec_from_mapping({**entry, "params": 1.0})
+    text_params = computed_params(spec)
+    params = text_params
+    bytes_per = {"bf16": 2, "fp16": 2, "fp32": 4}.get(entry["dtype"])
+    if entry.get("checkpoint_bytes") and bytes_per:
+        params = entry["checkpoint_bytes"] / bytes_per
+        if config.get("vision_config") and params > text_params:
+            entry["vision_params"] = float(f"{params - text_params:.4g}")
+    entry["params"] = float(f"{params:.4g}")
+    if experts:
+        entry["active_params"] = float(f"{computed_params(spec, active=True) + params - text_params:.4g}")
+    entry["verified"] = False
+    return entry

@@ -395,3 +395,23 @@ def test_models_import_bad_input_exits_2(capsys: pytest.CaptureFixture[str], tmp
     bad.write_text(json.dumps({"model_type": "llama"}))
     code, _, err = run(capsys, "models", "import", str(bad))
     assert code == 2 and "hidden_size" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# Every entry goes through `vramgate estimate --json`
+
+NATIVE_ONLY_IN_CATALOG = {"mxfp4"}  # precisions webhook/precision.py does not price yet
+
+
+@pytest.mark.parametrize("spec", [
+    pytest.param(s, marks=pytest.mark.xfail(
+        raises=KeyError, strict=False,
+        reason="webhook/precision.py has no 'mxfp4' yet; the estimator rewrite prices it (or by checkpoint_bytes)"))
+    if s.dtype in NATIVE_ONLY_IN_CATALOG else s
+    for s in SPECS
+], ids=[s.name for s in SPECS])
+def test_estimate_json_for_every_entry(spec: ModelSpec, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "estimate", "--model", spec.aliases[0] if spec.aliases else spec.name, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["model"] == spec.name and data["total_mib"] > 0 and data["architecture_known"]

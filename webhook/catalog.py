@@ -395,16 +395,17 @@ class Catalog:
         return self._resolve_path(text.split("@", 1)[0], scheme is not None)
 
     def _resolve_ollama(self, model: str, tag: str) -> Resolved | None:
-        exact = self._index.get(f"{model}:{tag}")
-        if exact is not None:
-            return _ollama(exact, None)
-        if tag == "latest":
-            spec = self._index.get(model)
-            return _ollama(spec, None) if spec else None
         quant: str | None = None
         m = re.search(r"-(q[1-8]_(?:k_[sml]|k|[01])|iq[1-4]_\w+|fp16|bf16|f16|mxfp4)$", tag)
         if m:
             quant = _quant_of([], m.group(1))
+        exact = self._index.get(f"{model}:{tag}")
+        if exact is not None:
+            return _ollama(exact, quant)
+        if tag == "latest":
+            spec = self._index.get(model)
+            return _ollama(spec, None) if spec else None
+        if m:
             tag = tag[: m.start()]
         candidates = [f"{model}:{tag}"]
         # "8b-instruct", "8b-text", "14b-instruct": the size tag carries the architecture.
@@ -421,6 +422,14 @@ class Catalog:
         parts = [p for p in text.split("/") if p and p not in (".", "..")]
         if not parts:
             return None
+        # The Hugging Face cache: .../models--org--name/snapshots/<revision>[/file]
+        for i, part in enumerate(parts):
+            if part.startswith("models--") and part.count("--") >= 2:
+                org, _, repo = part[len("models--"):].partition("--")
+                rest = parts[i + 1:]
+                tail = [rest[-1]] if rest and rest[-1].endswith(".gguf") else []
+                parts = [org, repo, *tail]
+                break
         base = parts[-1]
         org = parts[-2] if len(parts) >= 2 else ""
         local = uri or text.startswith("/") or len(parts) > 2

@@ -276,6 +276,17 @@ def test_ollama_tags() -> None:
     assert resolved("registry.ollama.ai/library/mistral:7b")[:2] == ("mistral-7b-instruct-v0.3", "q4_k_m")
 
 
+def test_ollama_tag_that_is_also_an_alias_keeps_its_quantization() -> None:
+    assert resolved("mistral:7b-instruct-v0.2-fp16")[:2] == ("mistral-7b-instruct-v0.2", "fp16")
+
+
+def test_hugging_face_cache_paths() -> None:
+    snap = "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct-AWQ/snapshots/0123abcd"
+    assert resolved(snap)[:2] == ("qwen2.5-7b-instruct", "int4")
+    gguf = "/hf/models--bartowski--Meta-Llama-3.1-8B-Instruct-GGUF/snapshots/9f/Meta-Llama-3.1-8B-Instruct-Q6_K.gguf"
+    assert resolved(gguf)[:2] == ("llama-3.1-8b-instruct", "q6_k")
+
+
 def test_ollama_keeps_native_quantization() -> None:
     assert resolved("gpt-oss:20b")[:2] == ("gpt-oss-20b", "mxfp4")
 

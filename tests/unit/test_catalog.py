@@ -73,6 +73,14 @@ def test_entry_fields_are_consistent(spec: ModelSpec) -> None:
     assert spec.context >= 512
 
 
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.checkpoint_bytes], ids=lambda s: s.name)
+def test_checkpoint_bytes_agree_with_params(spec: ModelSpec) -> None:
+    assert spec.checkpoint_bytes is not None
+    per_param = {"bf16": 2, "fp16": 2, "fp32": 4}.get(spec.dtype)
+    if per_param:
+        assert abs(spec.checkpoint_bytes / per_param / spec.params - 1) < TOLERANCE
+
+
 def test_every_alias_resolves_to_its_own_entry() -> None:
     owners: dict[str, set[str]] = defaultdict(set)
     for spec in SPECS:

@@ -639,6 +639,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         entry["head_dim"] = int(text.get("v_head_dim") or head_dim)
     layer_types = text.get("layer_types")
     window = text.get("sliding_window")
+    if text.get("use_sliding_window") is False:  # Qwen2-style configs name a window they do not use
+        window = None
     if isinstance(window, int) and 0 < window < entry["context"]:
         entry["sliding_window"] = window
         if isinstance(layer_types, list) and layer_types:

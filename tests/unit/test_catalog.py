@@ -404,6 +404,25 @@ def test_models_import_moe_mla_and_quantization(capsys: pytest.CaptureFixture[st
     assert entry["active_params"] == pytest.approx(37.5e9, rel=0.02)
 
 
+def test_models_import_multimodal(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cfg = {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "hidden_size": 2048,
+        "intermediate_size": 11008, "max_position_embeddings": 128000, "num_attention_heads": 16,
+        "num_hidden_layers": 36, "num_key_value_heads": 2, "sliding_window": 32768, "use_sliding_window": False,
+        "tie_word_embeddings": True, "torch_dtype": "bfloat16", "vocab_size": 151936,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+        "vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "out_hidden_size": 2048},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 7509245952}}))
+    code, out, _ = run(capsys, "models", "import", str(tmp_path), "--name", "Qwen/Qwen2.5-VL-3B-Instruct")
+    assert code == 0
+    entry = yaml.safe_load(out)["models"][0]
+    assert entry["name"] == "qwen2.5-vl-3b-instruct" and entry["context"] == 128000
+    assert "sliding_window" not in entry
+    assert entry["vision_params"] == pytest.approx(0.67e9, rel=0.02)
+
+
 def test_models_import_bad_input_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "models", "import", str(tmp_path / "missing"))
     assert code == 2 and "no config.json" in err

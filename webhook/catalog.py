@@ -621,6 +621,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
             entry["intermediate_size"] = int(text["intermediate_size_mlp"])
         shared = _first(text, "n_shared_experts", "num_shared_experts")
         shared_size = _first(text, "shared_expert_intermediate_size")
+        if not shared and str(text.get("model_type", "")).startswith("llama4"):
+            shared = 1  # Llama 4's MoE layers always add one shared expert; its config has no key for it
         if shared or shared_size:
             entry["shared_experts"] = int(shared or 1)
             if shared_size:

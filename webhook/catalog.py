@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -23,7 +23,11 @@ _MOE_IN_NAME = re.compile(r"(\d+)x(\d+(?:\.\d+)?)b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Architecture facts of one model, as in its Hugging Face ``config.json``."""
+    """Architecture facts of one model, as in its Hugging Face ``config.json``.
+
+    Every field is documented in docs/models.md. Optional fields are ``None`` when they do not apply
+    (a dense model has no ``experts``) or were not recorded.
+    """
 
     name: str
     params: float
@@ -42,6 +46,37 @@ class ModelSpec:
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
     sliding_window: int | None = None
+    # What it is.
+    family: str | None = None
+    task: str = "generate"
+    # MLP and mixture of experts.
+    intermediate_size: int | None = None
+    mlp: str = "gated"
+    experts_per_token: int | None = None
+    shared_experts: int | None = None
+    moe_intermediate_size: int | None = None
+    shared_expert_intermediate_size: int | None = None
+    first_dense_layers: int | None = None
+    moe_layers: int | None = None
+    # Multi-head latent attention (DeepSeek V2/V3, Kimi K2).
+    q_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    # Which layers keep which KV cache.
+    sliding_window_layers: int | None = None
+    attention_chunk_size: int | None = None
+    chunked_layers: int | None = None
+    kv_layers: int | None = None
+    linear_state_bytes: int | None = None
+    # Exact bytes of the native checkpoint (safetensors index metadata.total_size).
+    checkpoint_bytes: int | None = None
+    # Vision and audio towers.
+    vision_params: float | None = None
+    max_image_tokens: int | None = None
+    audio_params: float | None = None
+    # Why computed_params cannot reproduce params (hybrid layers the formula does not model).
+    params_exempt: str | None = None
+    verified: bool = True
 
     @property
     def embedding_params(self) -> float:
@@ -49,28 +84,234 @@ class ModelSpec:
         matrices = 1 if self.tie_embeddings else 2
         return float(self.vocab_size * self.hidden_size * matrices)
 
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.experts)
+
+    @property
+    def mla(self) -> bool:
+        return bool(self.kv_lora_rank)
+
+    @property
+    def cache_layers(self) -> int:
+        """Layers that keep a per-token KV cache (hybrids keep it in their attention layers only)."""
+        return self.kv_layers if self.kv_layers is not None else self.layers
+
     def kv_elements_per_token(self) -> int:
-        """KV-cache values stored per token across all layers (MLA stores one compressed latent)."""
+        """KV-cache values stored per token across all layers (MLA stores one compressed latent).
+
+        Every cache layer is counted as if it held the whole sequence: sliding-window and chunked
+        layers hold less, which ``kv_elements_for(tokens)`` accounts for.
+        """
         if self.kv_lora_rank:
-            return self.layers * (self.kv_lora_rank + (self.qk_rope_head_dim or 0))
-        return 2 * self.layers * self.kv_heads * self.head_dim
+            return self.cache_layers * (self.kv_lora_rank + (self.qk_rope_head_dim or 0))
+        return 2 * self.cache_layers * self.kv_heads * self.head_dim
+
+    def kv_elements_for(self, tokens: int) -> int:
+        """KV-cache values one sequence of ``tokens`` tokens keeps, window and chunk limits applied."""
+        per_layer = (self.kv_lora_rank + (self.qk_rope_head_dim or 0)) if self.kv_lora_rank else (
+            2 * self.kv_heads * self.head_dim)
+        layers = self.cache_layers
+        windowed = min(self.sliding_window_layers or 0, layers) if self.sliding_window else 0
+        chunked = min(self.chunked_layers or 0, layers - windowed) if self.attention_chunk_size else 0
+        full = layers - windowed - chunked
+        total = full * tokens
+        if windowed:
+            total += windowed * min(tokens, self.sliding_window or tokens)
+        if chunked:
+            total += chunked * min(tokens, self.attention_chunk_size or tokens)
+        return per_layer * total
 
 
 _FIELDS = {f for f in ModelSpec.__dataclass_fields__}
+_FLOAT_FIELDS = ("params", "active_params", "vision_params", "audio_params")
+TASKS = ("generate", "embed", "rerank")
+MLP_KINDS = ("gated", "plain")
 
 
 def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
-    """Build a ModelSpec from a catalog entry, ignoring bookkeeping keys such as ``verified``."""
+    """Build a ModelSpec from a catalog entry, ignoring bookkeeping keys other than ``verified``."""
     data = {k: v for k, v in entry.items() if k in _FIELDS}
     data["aliases"] = tuple(str(a) for a in data.get("aliases") or ())
-    data["params"] = float(data["params"])
-    if data.get("active_params") is not None:
-        data["active_params"] = float(data["active_params"])
+    for key in _FLOAT_FIELDS:
+        if data.get(key) is not None:
+            data[key] = float(data[key])
+    if data.get("checkpoint_bytes") is not None:
+        data["checkpoint_bytes"] = int(data["checkpoint_bytes"])
     if not data.get("head_dim"):
         data["head_dim"] = int(data["hidden_size"]) // int(data["heads"])
     if not data.get("kv_heads"):
         data["kv_heads"] = data["heads"]
+    if data.get("task", "generate") not in TASKS:
+        raise ValueError(f"{data.get('name')}: task must be one of {TASKS}")
+    if data.get("mlp", "gated") not in MLP_KINDS:
+        raise ValueError(f"{data.get('name')}: mlp must be one of {MLP_KINDS}")
+    if data.get("verified") is None:
+        data.pop("verified", None)
     return ModelSpec(**data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters from the architecture: the data check that every entry's numbers hang together.
+
+
+def _attention_params(spec: ModelSpec) -> float:
+    """Weights of one attention block: Q, K, V, O projections (GQA) or the MLA low-rank form."""
+    h = spec.hidden_size
+    if spec.kv_lora_rank:
+        nope = spec.qk_nope_head_dim or spec.head_dim
+        rope = spec.qk_rope_head_dim or 0
+        v = spec.v_head_dim or spec.head_dim
+        qk = spec.heads * (nope + rope)
+        q = h * spec.q_lora_rank + spec.q_lora_rank * qk if spec.q_lora_rank else h * qk
+        kv = h * (spec.kv_lora_rank + rope) + spec.kv_lora_rank * spec.heads * (nope + v)
+        return float(q + kv + spec.heads * v * h)
+    q_and_o = 2 * h * spec.heads * spec.head_dim
+    k_and_v = 2 * h * spec.kv_heads * spec.head_dim
+    return float(q_and_o + k_and_v)
+
+
+def _mlp_params(hidden: int, intermediate: int, kind: str) -> float:
+    """One MLP: gate, up and down matrices (SwiGLU/GeGLU) or up and down only (GPT-2, StarCoder)."""
+    return float((3 if kind == "gated" else 2) * hidden * intermediate)
+
+
+def _moe_layer_count(spec: ModelSpec) -> int:
+    if not spec.experts:
+        return 0
+    if spec.moe_layers is not None:
+        return spec.moe_layers
+    return spec.layers - (spec.first_dense_layers or 0)
+
+
+def _expert_params(spec: ModelSpec) -> float:
+    size = spec.moe_intermediate_size or spec.intermediate_size or 0
+    return _mlp_params(spec.hidden_size, size, spec.mlp)
+
+
+def computed_params(spec: ModelSpec, active: bool = False) -> float:
+    """Parameters implied by the architecture fields: embeddings + attention + MLP/MoE (+ towers).
+
+    Norms, biases and position tables are left out (well under 1 %). ``active=True`` counts the
+    experts one token runs through (``experts_per_token``) instead of all of them; embeddings and
+    towers count in both. Raises ValueError when ``intermediate_size`` is missing.
+    """
+    if spec.intermediate_size is None and spec.moe_intermediate_size is None:
+        raise ValueError(f"{spec.name}: no intermediate_size")
+    h = spec.hidden_size
+    total = spec.embedding_params + spec.layers * _attention_params(spec)
+    moe_layers = _moe_layer_count(spec)
+    dense_layers = spec.layers - moe_layers
+    if dense_layers:
+        total += dense_layers * _mlp_params(h, spec.intermediate_size or 0, spec.mlp)
+    if moe_layers:
+        experts = spec.experts or 0
+        routed = (spec.experts_per_token or experts) if active else experts
+        shared_size = spec.shared_expert_intermediate_size or spec.moe_intermediate_size or spec.intermediate_size or 0
+        per_layer = (routed * _expert_params(spec)
+                     + (spec.shared_experts or 0) * _mlp_params(h, shared_size, spec.mlp)
+                     + h * experts)  # the router
+        total += moe_layers * per_layer
+    return total + (spec.vision_params or 0.0) + (spec.audio_params or 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names: hub ids, community quantizations, file names, local paths, Ollama tags.
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A model reference matched to a catalog entry, with the quantization its name says it carries."""
+
+    spec: ModelSpec
+    quantization: str | None
+    how: str
+
+
+# Ollama pulls Q4_K_M unless the tag names another quantization.
+OLLAMA_DEFAULT_QUANT = "q4_k_m"
+# Checkpoints whose native weights are already quantized; Ollama ships them as they are.
+NATIVE_QUANTIZED = ("mxfp4", "int4")
+_SCHEMES = re.compile(r"^(hf|pvc|s3|gs|gcs|oci|file|az|abfs|https?)://", re.IGNORECASE)
+_SHARD = re.compile(r"[-_.]0*\d+-of-0*\d+$", re.IGNORECASE)
+_GGUF_QUANT = re.compile(r"(?:^|[-_.])(i?q[1-8]_(?:k_[sml]|k|[01]|xxs|xs|s|m|nl)|f16|bf16|fp16|f32)$", re.IGNORECASE)
+# Trailing tokens that name a packaging of the weights, not another model, and what each says.
+_TOKEN = re.compile(
+    r"[-_.](awq|gptq|int4|int8|fp8|dynamic|static|w4a16|w8a8|w8a16|w4a8|quantized|bnb|4bit|8bit|gguf|"
+    r"exl2|mlx|hf|unsloth|marlin|nf4|ov|onnx)$",
+    re.IGNORECASE,
+)
+_ORG_HOW = {
+    "thebloke": "TheBloke community repo",
+    "unsloth": "unsloth repo",
+    "redhatai": "RedHatAI (Neural Magic) repo",
+    "neuralmagic": "Neural Magic repo",
+    "cortecs": "cortecs repo",
+    "cognitivecomputations": "cognitivecomputations repo",
+    "bartowski": "bartowski GGUF repo",
+    "lmstudio-community": "LM Studio community repo",
+    "hugging-quants": "hugging-quants repo",
+    "casperhansen": "casperhansen repo",
+}
+
+
+def _ollama(spec: ModelSpec, quant: str | None) -> Resolved:
+    """An Ollama tag's quantization: the one it names, else the model's native one or Q4_K_M."""
+    if quant:
+        return Resolved(spec, quant, "Ollama tag")
+    if spec.dtype in NATIVE_QUANTIZED:
+        return Resolved(spec, spec.dtype, f"Ollama tag (native {spec.dtype})")
+    return Resolved(spec, OLLAMA_DEFAULT_QUANT, "Ollama tag (default Q4_K_M)")
+
+
+def _orgs(spec: ModelSpec) -> set[str]:
+    return {a.split("/", 1)[0].lower() for a in spec.aliases if "/" in a}
+
+
+def _quant_of(tokens: list[str], gguf: str | None) -> str | None:
+    """The quantization the stripped tokens (outermost first) and a GGUF quant type name."""
+    t = set(tokens)
+    if gguf:
+        g = gguf.lower()
+        return {"f16": "fp16", "f32": "fp32"}.get(g, g)
+    if "gptq" in t or "awq" in t or "w4a16" in t or "w4a8" in t:
+        return "int8" if "int8" in t else "int4"
+    if "fp8" in t:
+        return "fp8"
+    if "w8a8" in t or "w8a16" in t or "int8" in t or "8bit" in t:
+        return "int8"
+    if "nf4" in t or ("bnb" in t and "4bit" in t) or ("bnb" in t and "8bit" not in t):
+        return "nf4"
+    if "int4" in t or "4bit" in t:
+        return "int4"
+    return None
+
+
+def _split_packaging(base: str) -> tuple[str, list[str], str | None]:
+    """Strip file extensions, shard counters, GGUF quant names and packaging tokens off a name."""
+    name = base
+    gguf: str | None = None
+    if name.endswith(".gguf"):
+        name = name[: -len(".gguf")]
+        gguf = "gguf"
+    name = _SHARD.sub("", name)
+    tokens: list[str] = []
+    while True:
+        m = _GGUF_QUANT.search(name)
+        if m and (gguf or "gguf" in tokens or m.start() > 0):
+            gguf = m.group(1)
+            name = name[: m.start()]
+            continue
+        m = _TOKEN.search(name)
+        if m:
+            tokens.append(m.group(1).lower())
+            name = name[: m.start()]
+            continue
+        break
+    if gguf == "gguf":
+        gguf = None
+        tokens.append("gguf")
+    return name, tokens, gguf
 
 
 def normalize(name: str) -> str:
@@ -104,21 +345,133 @@ class Catalog:
     def __len__(self) -> int:
         return len(self._specs)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[ModelSpec]:
         return iter(self._specs)
 
+    def get(self, name: str) -> ModelSpec | None:
+        """An entry by its exact name or alias (case-insensitive), with no pattern matching."""
+        return self._index.get(name.strip().lower())
+
     def lookup(self, name: str) -> ModelSpec | None:
-        """Find a model by name, alias or hub id; quantization suffixes (``-AWQ``, ``-GGUF``) are ignored."""
+        """Find a model by name, alias or hub id; packaging suffixes (``-AWQ``, ``-GGUF``) are ignored."""
+        found = self.resolve(name)
+        return found.spec if found else None
+
+    def resolve(self, name: str) -> Resolved | None:
+        """Match a model reference to an entry and the quantization its name carries.
+
+        Handles catalog names and aliases, hub ids with an organisation, community quantized repos
+        (``-AWQ``, ``-GPTQ-Int4``, ``-FP8-Dynamic``, ``-bnb-4bit``, ``-quantized.w4a16``, ``-GGUF``),
+        GGUF file names (``*.Q4_K_M.gguf``), local paths, ``hf://``/``pvc://`` URIs and Ollama tags.
+        """
         raw = name.strip()
         if not raw:
             return None
-        for key in (raw.lower(), raw.lower().split(":", 1)[0], normalize(raw)):
-            if key in self._index:
-                return self._index[key]
-            stripped = _PACKAGING_SUFFIX.sub("", key)
-            if stripped != key and stripped in self._index:
-                return self._index[stripped]
+        text = raw.lower()
+        scheme = _SCHEMES.match(text)
+        if scheme:
+            text = text[scheme.end():]
+        text = text.rstrip("/")
+        for prefix in ("hf.co/", "huggingface.co/", "registry.ollama.ai/library/", "ollama.com/library/"):
+            text = text.removeprefix(prefix)
+        head, colon, tag = text.partition(":")
+        if colon and "/" not in head and not scheme:
+            # Ollama: "qwen2.5:14b", "llama3.1:8b-instruct-q8_0", "llama3.1:latest".
+            ollama = self._resolve_ollama(head, tag)
+            if ollama is not None:
+                return ollama
+        found = self._index.get(text)
+        if found is not None:
+            return Resolved(found, None, "alias")
+        if colon and "/" in head:
+            # org/repo-GGUF:Q8_0 picks a file of a GGUF repo; org/repo:revision names a revision.
+            hit = self._resolve_path(head, scheme is not None)
+            if hit is None:
+                return None
+            tag_quant = _GGUF_QUANT.search("-" + tag)
+            if tag_quant and "gguf" in head:
+                return Resolved(hit.spec, _quant_of([], tag_quant.group(1)), "GGUF repo with a quant tag")
+            return hit
+        return self._resolve_path(text.split("@", 1)[0], scheme is not None)
+
+    def _resolve_ollama(self, model: str, tag: str) -> Resolved | None:
+        quant: str | None = None
+        m = re.search(r"-(q[1-8]_(?:k_[sml]|k|[01])|iq[1-4]_\w+|fp16|bf16|f16|mxfp4)$", tag)
+        if m:
+            quant = _quant_of([], m.group(1))
+        exact = self._index.get(f"{model}:{tag}")
+        if exact is not None:
+            return _ollama(exact, quant)
+        if tag == "latest":
+            spec = self._index.get(model)
+            return _ollama(spec, None) if spec else None
+        if m:
+            tag = tag[: m.start()]
+        candidates = [f"{model}:{tag}"]
+        # "8b-instruct", "8b-text", "14b-instruct": the size tag carries the architecture.
+        size = re.match(r"^(\d+(?:\.\d+)?[bmk]?(?:-a\d+(?:\.\d+)?b)?|\d+x\d+b|e\d+b)", tag)
+        if size:
+            candidates.append(f"{model}:{size.group(1)}")
+        for key in candidates:
+            spec = self._index.get(key)
+            if spec is not None:
+                return _ollama(spec, quant)
         return None
+
+    def _resolve_path(self, text: str, uri: bool) -> Resolved | None:
+        parts = [p for p in text.split("/") if p and p not in (".", "..")]
+        if not parts:
+            return None
+        # The Hugging Face cache: .../models--org--name/snapshots/<revision>[/file]
+        for i, part in enumerate(parts):
+            if part.startswith("models--") and part.count("--") >= 2:
+                org, _, repo = part[len("models--"):].partition("--")
+                rest = parts[i + 1:]
+                tail = [rest[-1]] if rest and rest[-1].endswith(".gguf") else []
+                parts = [org, repo, *tail]
+                break
+        base = parts[-1]
+        org = parts[-2] if len(parts) >= 2 else ""
+        local = uri or text.startswith("/") or len(parts) > 2
+        stripped, tokens, gguf = _split_packaging(base)
+        quant = _quant_of(tokens, gguf)
+        for key in self._keys_for(org, stripped):
+            spec = self._index.get(key)
+            if spec is None:
+                continue
+            if base.endswith(".gguf"):
+                how = "GGUF file name"
+            elif "gguf" in tokens:
+                how = "community GGUF repo (Q4_K_M unless a file is named)"
+                quant = quant or OLLAMA_DEFAULT_QUANT
+            elif local and not _ORG_HOW.get(org):
+                how = "local path or volume" + (" (quantized name)" if quant else "")
+            elif org in _ORG_HOW:
+                how = _ORG_HOW[org]
+            elif org and org in _orgs(spec):
+                how = "official quantized release" if quant else "official repo with a packaging suffix"
+            elif tokens:
+                how = "community quantized repo" if quant else "packaging suffix"
+            else:
+                how = "alias without organisation"
+            return Resolved(spec, quant, how)
+        # A GGUF file in a folder named after the model: /models/Qwen2.5-7B-Instruct-GGUF/model.gguf
+        if len(parts) >= 2 and base.endswith(".gguf"):
+            hit = self._resolve_path("/".join(parts[:-1]), uri)
+            if hit is not None:
+                return Resolved(hit.spec, quant or hit.quantization, "GGUF file in a model folder")
+        return None
+
+    def _keys_for(self, org: str, stripped: str) -> list[str]:
+        keys = [f"{org}/{stripped}" if org else stripped, stripped]
+        # unsloth re-uploads: "unsloth/Meta-Llama-3.1-8B-Instruct", "unsloth/llama-3-8b-Instruct".
+        for prefix in ("unsloth-", "meta-"):
+            if stripped.startswith(prefix):
+                keys.append(stripped[len(prefix):])
+        for suffix in ("-unsloth", "-dynamic", "-hf"):
+            if stripped.endswith(suffix):
+                keys.append(stripped[: -len(suffix)])
+        return keys
 
 
 def params_from_name(name: str) -> float | None:
@@ -139,3 +492,187 @@ def builtin_catalog() -> Catalog:
     text = resources.files("webhook").joinpath("data/models.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text) or {}
     return Catalog(spec_from_mapping(e) for e in data.get("models", []))
+
+
+# ---------------------------------------------------------------------------------------------
+# Entries from a Hugging Face config.json (``vramgate models import``).
+
+
+class ConfigImportError(ValueError):
+    """A config.json that cannot become a catalog entry."""
+
+
+# Keys vLLM reads for the model's length, smallest wins (vllm/config.py ``_get_and_verify_max_len``).
+_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+
+
+def derived_max_len(config: Mapping[str, Any]) -> int:
+    """The max_model_len vLLM derives from a (text) config when none is given.
+
+    The smallest of the length keys; ``model_max_length`` wins where present (Command-R, Cohere2);
+    rope scaling other than ``su``/``longrope``/``llama3`` multiplies by ``factor``, and ``yarn``
+    multiplies ``original_max_position_embeddings``; Gemma 3's length is already scaled.
+    """
+    lengths = [int(config[k]) for k in _LENGTH_KEYS if isinstance(config.get(k), int | float)]
+    derived = min(lengths) if lengths else 2048
+    if isinstance(config.get("model_max_length"), int):
+        derived = int(config["model_max_length"])
+    rope = config.get("rope_scaling")
+    if isinstance(rope, Mapping) and "gemma3" not in str(config.get("model_type", "")):
+        rope_type = rope.get("rope_type") or rope.get("type") or "default"
+        if rope_type == "mrope":
+            rope_type = "default"
+        if rope_type not in ("su", "longrope", "llama3"):
+            factor = float(rope.get("factor", 1.0) or 1.0)
+            if rope_type == "yarn" and rope.get("original_max_position_embeddings"):
+                derived = int(rope["original_max_position_embeddings"])
+            derived = int(derived * factor)
+    return derived
+
+
+def _first(config: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    return None
+
+
+def _native_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
+    quant = config.get("quantization_config") or text.get("quantization_config")
+    if isinstance(quant, Mapping):
+        method = str(quant.get("quant_method", "")).lower()
+        if method == "mxfp4":
+            return "mxfp4"
+        if method == "fp8" or "fp8" in str(quant.get("fmt", "")).lower():
+            return "fp8"
+        if method in ("awq", "gptq", "bitsandbytes", "compressed-tensors"):
+            bits = quant.get("bits") or quant.get("w_bit")
+            if method == "bitsandbytes":
+                return "int8" if quant.get("load_in_8bit") else "nf4"
+            if method == "compressed-tensors":
+                groups: Mapping[str, Any] = quant.get("config_groups") or {}
+                first: Mapping[str, Any] = next(iter(groups.values()), {}) if groups else {}
+                weights: Mapping[str, Any] = first.get("weights") or {}
+                if weights.get("type") == "float" and weights.get("num_bits") == 8:
+                    return "fp8"
+                bits = weights.get("num_bits", bits)
+            return "int8" if bits == 8 else "int4"
+    raw = str(_first(text, "torch_dtype", "dtype") or _first(config, "torch_dtype", "dtype") or "bfloat16")
+    return _DTYPES.get(raw.lower(), "bf16")
+
+
+def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | None = None,
+                         name: str | None = None) -> dict[str, Any]:
+    """A catalog entry (a plain dict, YAML-ready) from a config.json and its safetensors index.
+
+    Multimodal configs read the ``text_config``; ``vision_params`` is what the checkpoint holds
+    beyond the text model when the index gives its size. Raises ``ConfigImportError`` on missing keys.
+    """
+    if not isinstance(config, Mapping):
+        raise ConfigImportError("config.json is not a JSON object")
+    text: Mapping[str, Any] = config.get("text_config") or config.get("thinker_config", {}).get("text_config") or config
+    llm = config.get("llm_config")
+    if isinstance(llm, Mapping):
+        text = llm
+    hidden = _first(text, "hidden_size", "n_embd", "d_model")
+    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
+    heads = _first(text, "num_attention_heads", "n_head")
+    vocab = _first(text, "vocab_size", "padded_vocab_size")
+    for key, value in (("hidden_size", hidden), ("num_hidden_layers", layers), ("num_attention_heads", heads),
+                       ("vocab_size", vocab)):
+        if not isinstance(value, int) or value <= 0:
+            raise ConfigImportError(f"config.json has no usable {key}")
+    kv = _first(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv") or heads
+    if text.get("multi_query") and not text.get("num_kv_heads"):
+        kv = 1
+    head_dim = _first(text, "head_dim") or hidden // heads
+    arch = str((config.get("architectures") or [config.get("model_type", "custom")])[0])
+    ref = name or str(config.get("_name_or_path") or "").strip() or arch.lower()
+    entry: dict[str, Any] = {
+        "name": ref.rsplit("/", 1)[-1].lower(),
+        "aliases": [ref] if "/" in ref else [],
+        "family": str(text.get("model_type") or config.get("model_type") or "custom"),
+        "params": 0.0,
+        "layers": int(layers),
+        "hidden_size": int(hidden),
+        "heads": int(heads),
+        "kv_heads": int(kv),
+        "head_dim": int(head_dim),
+        "vocab_size": int(vocab),
+        "context": derived_max_len({**text, "model_type": config.get("model_type", text.get("model_type"))}),
+        "dtype": _native_dtype(config, text),
+        "tie_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+    }
+    inter = _first(text, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
+    entry["intermediate_size"] = int(inter) if inter else 4 * int(hidden)
+    if any(a in arch for a in ("GPT2", "GPTBigCode", "Starcoder2", "Falcon", "PhiForCausalLM", "Bert", "Roberta")):
+        entry["mlp"] = "plain"
+    experts = _first(text, "num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+    if experts:
+        entry["experts"] = int(experts)
+        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k") or 1)
+        moe_inter = _first(text, "moe_intermediate_size", "expert_intermediate_size")
+        if moe_inter:
+            entry["moe_intermediate_size"] = int(moe_inter)
+        elif text.get("intermediate_size_mlp"):  # Llama 4: experts use intermediate_size
+            entry["moe_intermediate_size"] = int(inter)
+            entry["intermediate_size"] = int(text["intermediate_size_mlp"])
+        shared = _first(text, "n_shared_experts", "num_shared_experts")
+        shared_size = _first(text, "shared_expert_intermediate_size")
+        if not shared and str(text.get("model_type", "")).startswith("llama4"):
+            shared = 1  # Llama 4's MoE layers always add one shared expert; its config has no key for it
+        if shared or shared_size:
+            entry["shared_experts"] = int(shared or 1)
+            if shared_size:
+                entry["shared_expert_intermediate_size"] = int(shared_size)
+        if text.get("first_k_dense_replace"):
+            entry["first_dense_layers"] = int(text["first_k_dense_replace"])
+        step = text.get("interleave_moe_layer_step")
+        if isinstance(step, int) and step > 1:
+            entry["moe_layers"] = int(layers) // step
+        elif text.get("decoder_sparse_step", 1) not in (None, 1):
+            entry["moe_layers"] = int(layers) // int(text["decoder_sparse_step"])
+    for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        if text.get(key):
+            entry[key] = int(text[key])
+    if text.get("kv_lora_rank"):
+        entry["head_dim"] = int(text.get("v_head_dim") or head_dim)
+    layer_types = text.get("layer_types")
+    window = text.get("sliding_window")
+    if text.get("use_sliding_window") is False:  # Qwen2-style configs name a window they do not use
+        window = None
+    if isinstance(window, int) and 0 < window < entry["context"]:
+        entry["sliding_window"] = window
+        if isinstance(layer_types, list) and layer_types:
+            entry["sliding_window_layers"] = sum(1 for t in layer_types if "sliding" in str(t))
+        elif text.get("sliding_window_pattern"):
+            pattern = int(text["sliding_window_pattern"])
+            entry["sliding_window_layers"] = int(layers) - int(layers) // pattern
+        else:
+            entry["sliding_window_layers"] = int(layers)
+    if isinstance(layer_types, list) and layer_types and any("linear" in str(t) for t in layer_types):
+        entry["kv_layers"] = sum(1 for t in layer_types if "full" in str(t) or "sliding" in str(t))
+    elif text.get("full_attention_interval"):
+        entry["kv_layers"] = int(layers) // int(text["full_attention_interval"])
+    if text.get("attention_chunk_size"):
+        entry["attention_chunk_size"] = int(text["attention_chunk_size"])
+        rope_every = text.get("no_rope_layer_interval") or 4
+        entry["chunked_layers"] = int(layers) - int(layers) // int(rope_every)
+    total_size = (index or {}).get("metadata", {}).get("total_size") if isinstance(index, Mapping) else None
+    if isinstance(total_size, int | float) and total_size > 0:
+        entry["checkpoint_bytes"] = int(total_size)
+    spec = spec_from_mapping({**entry, "params": 1.0})
+    text_params = computed_params(spec)
+    params = text_params
+    bytes_per = {"bf16": 2, "fp16": 2, "fp32": 4}.get(entry["dtype"])
+    if entry.get("checkpoint_bytes") and bytes_per:
+        params = entry["checkpoint_bytes"] / bytes_per
+        if config.get("vision_config") and params > text_params:
+            entry["vision_params"] = float(f"{params - text_params:.4g}")
+    entry["params"] = float(f"{params:.4g}")
+    if experts:
+        entry["active_params"] = float(f"{computed_params(spec, active=True) + params - text_params:.4g}")
+    entry["verified"] = False
+    return entry

@@ -1,8 +1,9 @@
-"""The `vramgate` command line: serve, check, estimate, nodes and certs."""
+"""The `vramgate` command line: serve, check, estimate, nodes, models and certs."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -10,7 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .catalog import Catalog, builtin_catalog
+import yaml
+
+from .catalog import Catalog, ConfigImportError, ModelSpec, builtin_catalog, computed_params, entry_from_hf_config
 from .config import Config, ConfigError, load_config
 from .manifests import ManifestError, load_file, load_nodes
 from .precision import ACCEPTED as PRECISIONS_ACCEPTED
@@ -160,6 +163,111 @@ def cmd_nodes(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
+def _spec_row(spec: ModelSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "family": spec.family,
+        "task": spec.task,
+        "params": spec.params,
+        "active_params": spec.active_params,
+        "dtype": spec.dtype,
+        "context": spec.context,
+        "kv_bytes_per_token": spec.kv_elements_per_token() * 2,
+        "vision": bool(spec.vision_params),
+        "verified": spec.verified,
+    }
+
+
+def _models_list(catalog: Catalog, family: str | None, output: str) -> int:
+    specs = [s for s in catalog if family is None or (s.family or "").lower() == family.lower()]
+    if output == "json":
+        print(json.dumps([_spec_row(s) for s in specs], indent=2))
+        return EXIT_OK
+    header = ("NAME", "FAMILY", "TASK", "PARAMS", "ACTIVE", "DTYPE", "CONTEXT", "KV/TOKEN", "VISION")
+    rows = [header]
+    for s in specs:
+        rows.append((
+            s.name, s.family or "-", s.task, f"{s.params / 1e9:.3g}B",
+            f"{s.active_params / 1e9:.3g}B" if s.active_params else "-", s.dtype, str(s.context),
+            f"{s.kv_elements_per_token() * 2 / 1024:.0f}KiB", "yes" if s.vision_params else "-",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    if len(rows) == 1:
+        print("(no models)")
+    return EXIT_OK
+
+
+def _models_show(catalog: Catalog, name: str) -> int:
+    found = catalog.resolve(name)
+    if found is None:
+        raise UsageError(f"{name!r} is not in the catalog; see `vramgate models list`, or import its config.json")
+    spec = found.spec
+    entry: dict[str, Any] = {}
+    for f in dataclasses.fields(spec):
+        value = getattr(spec, f.name)
+        if value is None or (f.name == "aliases" and not value):
+            continue
+        entry[f.name] = list(value) if isinstance(value, tuple) else value
+    entry["matched"] = {"reference": name, "how": found.how, "quantization": found.quantization}
+    derived: dict[str, Any] = {
+        "kv_elements_per_token": spec.kv_elements_per_token(),
+        "kv_bytes_per_token_16bit": spec.kv_elements_per_token() * 2,
+        "kv_bytes_full_context_16bit": spec.kv_elements_for(spec.context) * 2,
+        "embedding_params": spec.embedding_params,
+    }
+    try:
+        derived["computed_params"] = round(computed_params(spec))
+        if spec.experts:
+            derived["computed_active_params"] = round(computed_params(spec, active=True))
+    except ValueError:
+        pass
+    entry["derived"] = derived
+    print(yaml.safe_dump(entry, sort_keys=False, width=120), end="")
+    return EXIT_OK
+
+
+def _models_import(path: str, name: str | None) -> int:
+    p = Path(path)
+    config_path = p / "config.json" if p.is_dir() else p
+    if not config_path.is_file():
+        raise UsageError(f"no config.json at {path}")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{config_path} is not JSON: {exc}") from None
+    index = None
+    index_path = config_path.parent / "model.safetensors.index.json"
+    if index_path.is_file():
+        try:
+            index = json.loads(index_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{index_path} is not JSON: {exc}") from None
+    quant_path = config_path.parent / "quantization_config.json"
+    if isinstance(config, dict) and "quantization_config" not in config and quant_path.is_file():
+        try:
+            config["quantization_config"] = json.loads(quant_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{quant_path} is not JSON: {exc}") from None
+    try:
+        entry = entry_from_hf_config(config, index, name)
+    except ConfigImportError as exc:
+        raise UsageError(f"{config_path}: {exc}") from None
+    print(f"# {entry['name']}: imported from {config_path}"
+          + (f" and {index_path.name}" if index else "") + "; check and set verified: true")
+    print(yaml.safe_dump({"models": [entry]}, sort_keys=False, width=120), end="")
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace, config: Config) -> int:
+    if args.models_command == "list":
+        return _models_list(_catalog(config), args.family, args.output)
+    if args.models_command == "show":
+        return _models_show(_catalog(config), args.name)
+    return _models_import(args.path, args.name)
+
+
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     from .server import serve
 
@@ -221,6 +329,20 @@ def build_parser() -> argparse.ArgumentParser:
     nodes = sub.add_parser("nodes", help="table of GPU nodes: product, count, VRAM, free GPUs, driver, health")
     _inventory_args(nodes)
     nodes.set_defaults(func=cmd_nodes)
+
+    models = sub.add_parser("models", help="the model catalog: list, show an entry, import a config.json")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    mlist = models_sub.add_parser("list", help="catalog entries, one a line")
+    mlist.add_argument("--family", help="only this family, e.g. qwen2.5, llama4, gpt-oss")
+    mlist.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    mshow = models_sub.add_parser("show", help="one entry (any alias, hub id, quantized repo or Ollama tag) "
+                                  "with derived KV bytes per token")
+    mshow.add_argument("name")
+    mimport = models_sub.add_parser("import", help="print a catalog entry for a Hugging Face config.json "
+                                    "(a file, or a folder with config.json and model.safetensors.index.json)")
+    mimport.add_argument("path")
+    mimport.add_argument("--name", help="hub id or name for the entry (default: the config's _name_or_path)")
+    models.set_defaults(func=cmd_models)
 
     certs = sub.add_parser("certs", help="certificates for the webhook")
     certs_sub = certs.add_subparsers(dest="certs_command", required=True)

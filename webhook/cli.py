@@ -15,13 +15,15 @@ import yaml
 
 from .catalog import Catalog, ConfigImportError, ModelSpec, builtin_catalog, computed_params, entry_from_hf_config
 from .config import Config, ConfigError, load_config
+from .engines import ENGINES, estimate
+from .engines.base import parse_version
 from .manifests import ManifestError, load_file, load_nodes
 from .precision import ACCEPTED as PRECISIONS_ACCEPTED
 from .precision import canonical
 from .quantity import QuantityError, parse_count, parse_positive_int
 from .snapshot import Snapshot, snapshot_from_nodes
 from .verdict import judge
-from .vram import EstimateRequest, estimate
+from .vram import EstimateRequest
 
 EXIT_OK, EXIT_REJECTED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -104,9 +106,13 @@ def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
         context = spec.context if spec else 4096
         if args.workload == "training":
             context = min(context, 2048)
+    engine = args.engine or ("trainer" if args.workload == "training" else "vllm")
+    version = parse_version(args.engine_version) if args.engine_version else None
+    if args.engine_version and version is None:
+        raise UsageError(f"--engine-version: {args.engine_version!r} is not a version; use e.g. 0.8.5")
     est = estimate(EstimateRequest(
         params=params, precision=precision, spec=spec, context=context, batch=batch, gpus=gpus,
-        workload=args.workload, kv_cache_dtype=args.kv_cache_dtype,
+        workload=args.workload, kv_cache_dtype=args.kv_cache_dtype, engine=engine, engine_version=version,
     ))
     if args.json:
         print(json.dumps({
@@ -122,6 +128,10 @@ def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
             "kv_bytes_per_token": est.kv_bytes_per_token,
             "architecture_known": est.shape_known,
             "breakdown": est.breakdown(),
+            "engine": est.engine,
+            "low_per_gpu_mib": est.low_per_gpu_mib,
+            "high_per_gpu_mib": est.high_per_gpu_mib,
+            "notes": list(est.notes),
         }, indent=2))
         return EXIT_OK
     name = spec.name if spec else "custom model"
@@ -131,7 +141,10 @@ def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
     for label, mib in rows:
         print(f"  {label:<12} {mib / 1024:>9.2f} GiB")
     print(f"  {'total':<12} {est.total_mib / 1024:>9.2f} GiB")
-    print(f"  {'per GPU':<12} {est.per_gpu_mib / 1024:>9.2f} GiB")
+    print(f"  {'per GPU':<12} {est.per_gpu_mib / 1024:>9.2f} GiB  (band {est.low_per_gpu_mib / 1024:.2f}–"
+          f"{est.high_per_gpu_mib / 1024:.2f} GiB, {est.engine})")
+    for note in est.notes:
+        print(f"  {note}")
     if not est.shape_known:
         print("  (architecture unknown: KV cache from a Llama-style fallback shape)")
     return EXIT_OK
@@ -323,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--gpus", default="1", help="GPUs the model is split over (default 1)")
     est.add_argument("--workload", choices=["inference", "training"], default="inference")
     est.add_argument("--kv-cache-dtype", help="KV cache dtype when it differs from the weights, e.g. fp8")
+    est.add_argument("--engine", choices=list(ENGINES),
+                     help="engine whose allocation rules apply (default: vllm for inference, trainer for training)")
+    est.add_argument("--engine-version", help="engine release, e.g. 0.8.5 (default: the newest modelled)")
     est.add_argument("--json", action="store_true", help="print one JSON object")
     est.set_defaults(func=cmd_estimate)
 

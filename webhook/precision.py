@@ -25,6 +25,11 @@ PRECISIONS: dict[str, Precision] = {
     "fp8": Precision("fp8", 8, True),
     "int8": Precision("int8", 8, True),
     "int4": Precision("int4", 4.16, True),
+    # MXFP4 (OCP microscaling): 4-bit values with one 8-bit scale per 32 → 4.25 bits; gpt-oss keeps
+    # attention, embeddings and routers in bf16, which the catalog's checkpoint_bytes accounts for.
+    "mxfp4": Precision("mxfp4", 4.25, True),
+    # NVFP4: 4-bit values, an fp8 scale per 16 and a per-tensor fp32 scale → 4.5 bits.
+    "nvfp4": Precision("nvfp4", 4.5, True),
     "nf4": Precision("nf4", 4.127, True),
     "q8_0": Precision("q8_0", 8.5, True, gguf=True),
     "q6_k": Precision("q6_k", 6.56, True, gguf=True),
@@ -62,6 +67,17 @@ ALIASES: dict[str, str] = {
     "bitsandbytes-nf4": "nf4",
     "bnb": "nf4",
     "eetq": "int8",
+    "fp4": "nvfp4",
+    "modelopt_fp4": "nvfp4",
+    "mx-fp4": "mxfp4",
+    "fbgemm_fp8": "fp8",
+    "modelopt": "fp8",
+    "ptpc_fp8": "fp8",
+    "experts_int8": "int8",
+    "bitsandbytes-4bit": "nf4",
+    "bnb-4bit": "nf4",
+    "exl2": "int4",
+    "hqq": "int4",
 }
 
 ACCEPTED = "fp32 fp16 bf16 fp8 int8 int4 (aliases half bfloat16 awq gptq nf4 q4_k_m q8_0 …)"
@@ -96,4 +112,4 @@ def kv_bytes(weight_precision: str, kv_cache_dtype: str | None) -> float:
 def is_kv_dtype(value: str) -> bool:
     """Whether a value names a KV-cache dtype an engine accepts (``auto`` included)."""
     key = value.strip().lower()
-    return key == "auto" or canonical(key) in {"fp32", "fp16", "bf16", "fp8", "int8"}
+    return key == "auto" or canonical(key) in {"fp32", "fp16", "bf16", "fp8", "int8", "q8_0", "q4_0"}

@@ -438,16 +438,7 @@ def test_models_import_bad_input_exits_2(capsys: pytest.CaptureFixture[str], tmp
 # ---------------------------------------------------------------------------------------------
 # Every entry goes through `vramgate estimate --json`
 
-NATIVE_ONLY_IN_CATALOG = {"mxfp4"}  # precisions webhook/precision.py does not price yet
-
-
-@pytest.mark.parametrize("spec", [
-    pytest.param(s, marks=pytest.mark.xfail(
-        raises=KeyError, strict=False,
-        reason="webhook/precision.py has no 'mxfp4' yet; the estimator rewrite prices it (or by checkpoint_bytes)"))
-    if s.dtype in NATIVE_ONLY_IN_CATALOG else s
-    for s in SPECS
-], ids=[s.name for s in SPECS])
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 def test_estimate_json_for_every_entry(spec: ModelSpec, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "estimate", "--model", spec.aliases[0] if spec.aliases else spec.name, "--json")
     assert code == 0

@@ -38,18 +38,16 @@ class KVLayout:
 
 def layout_of(spec: ModelSpec | None, kv_elements_per_token: int, layers: int, value_bytes: float) -> KVLayout:
     """The KV layout of a catalog model (windows and chunks from its config) or a uniform one."""
-    per_layer = kv_elements_per_token / max(layers, 1) * value_bytes
     if spec is None:
-        return KVLayout(per_layer, layers)
-    kv_layers = int(getattr(spec, "kv_layers", None) or layers)
+        return KVLayout(kv_elements_per_token / max(layers, 1) * value_bytes, layers)
+    kv_layers = spec.cache_layers
+    if kv_layers <= 0:
+        return KVLayout(0.0, 0)  # encoders (embedding and reranker models) keep no KV cache
+    per_layer = spec.kv_elements_per_token() / kv_layers * value_bytes
     window = spec.sliding_window
-    window_layers = int(getattr(spec, "sliding_window_layers", None) or (kv_layers if window else 0))
-    chunk = getattr(spec, "attention_chunk_size", None)
-    chunk_layers = int(getattr(spec, "chunked_layers", None) or 0) if chunk else 0
-    window_layers = min(window_layers, kv_layers)
-    chunk_layers = min(chunk_layers, kv_layers - window_layers)
-    # Per-layer bytes are of the layers that keep KV (a hybrid's linear layers keep none).
-    per_layer = kv_elements_per_token / max(layers, 1) * value_bytes
+    window_layers = min(spec.sliding_window_layers or 0, kv_layers) if window else 0
+    chunk = spec.attention_chunk_size
+    chunk_layers = min(spec.chunked_layers or 0, kv_layers - window_layers) if chunk else 0
     return KVLayout(
         bytes_per_token_layer=per_layer,
         full_layers=kv_layers - window_layers - chunk_layers,

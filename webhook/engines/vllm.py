@@ -215,7 +215,9 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     nt_lo, nt_mid = NON_TORCH_TP_MIB if tp > 1 else NON_TORCH_MIB
     if (0, 6, 4) <= v < (0, 6, 5) or (v1 and (0, 7, 0) <= v < (0, 9, 1)):
         nt_lo, nt_mid = nt_lo + CUDA_CONTEXT_MIB, nt_mid + CUDA_CONTEXT_MIB
-    graphs = 0.0 if req.enforce_eager else cuda_graph_mib(req.params, tp) * MIB
+    # Graph memory follows the activations of the captured batch: an MoE's active parameters, not its total.
+    active = (spec.active_params if spec is not None and spec.active_params else req.params)
+    graphs = 0.0 if req.enforce_eager else cuda_graph_mib(min(active, req.params), tp) * MIB
     graphs_counted = v >= (0, 20, 0)
     weights_per_gpu = weights / g
     mid = weights_per_gpu + kv_per_gpu + act + vision + nt_mid * MIB + (graphs if graphs_counted else 0.0)

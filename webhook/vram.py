@@ -117,6 +117,8 @@ class EstimateRequest:
     lora_rank: int = 16
     optimizer_bits: int = 32  # Adam moments: 32-bit, or 8-bit (bitsandbytes / paged 8-bit)
     legacy_engine: bool = False  # vLLM V0 forced by VLLM_USE_V1=0
+    gpu_mib: float | None = None  # the GPU it will run on, where engine defaults depend on it (None: a large one)
+    gpu_product: str | None = None  # its product name (vLLM's V1 defaults single out the A100)
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions)."""

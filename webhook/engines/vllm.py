@@ -128,7 +128,8 @@ def is_v1(version: Version | None, env_v1: str | None) -> bool:
     return v >= (0, 8, 0)
 
 
-def defaults(version: Version | None, v1: bool, context: int, gpu_mib: float | None) -> tuple[int, int]:
+def defaults(version: Version | None, v1: bool, context: int, gpu_mib: float | None,
+             product: str | None = None) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) when unset, for ``vllm serve`` (vllm/engine/arg_utils.py).
 
     V0: 256 sequences; without chunked prefill (on by itself only past 32k contexts) a whole
@@ -146,6 +147,8 @@ def defaults(version: Version | None, v1: bool, context: int, gpu_mib: float | N
     elif v >= (0, 28, 0) and (gpu_mib is None or gpu_mib >= 160 * 1024):
         seqs, tokens = 1024, 16384
     else:
+        if v >= (0, 9, 0) and product and "a100" in product.lower():
+            large = False  # 0.9 onwards: "≥ 70 GiB and not an A100"
         seqs, tokens = (1024, 8192) if large else (256, 2048)
     if v >= (0, 10, 0):
         seqs = min(seqs, tokens)
@@ -158,9 +161,10 @@ def default_utilization(version: Version | None) -> float:
 
 
 # Non-torch memory vLLM charges before the KV pool (NCCL, cuBLAS workspaces, custom all-reduce):
-# published logs show 0.06–0.4 GiB on one GPU and 1.8–5 GiB per GPU under tensor parallelism.
-NON_TORCH_MIB = (64, 160)  # (low, expected) on one GPU
-NON_TORCH_TP_MIB = (1024, 2048)
+# published logs show 0.06–0.4 GiB on one GPU, 0.25–0.65 GiB at TP 2 (an R1-distill on 4090s,
+# Qwen2-7B on A100s) and up to 5 GiB per GPU at TP 8 (the 405B-FP8 refusal): (low, expected, high).
+NON_TORCH_MIB = (64, 160, 512)
+NON_TORCH_TP_MIB = (256, 768, 5120)
 # 0.6.4 and V1 0.7.0–0.9.0 measured all non-torch use, the CUDA context included.
 CUDA_CONTEXT_MIB = 512
 
@@ -170,14 +174,23 @@ def cuda_graph_mib(params: float, tp: int) -> float:
     return (0.4 + 0.05 * params / 1e9 / max(tp, 1)) * 1024
 
 
-def activation_bytes(tokens: int, seqs: int, hidden: int, intermediate: float, vocab: int, tp: int) -> float:
+# Bytes per vocabulary entry per sequence of the dummy sampler run: fp32 logits, softmax and the
+# top-k/top-p sort. 12 B fits V0 and V1 before 0.10 (vllm#10517, vllm#18322); 0.10+ logs with 1024
+# sequences show ~36 B (llm-d H100 logs: Llama-3.1-8B 4.76 GiB, Qwen3-0.6B 5.56, gpt-oss 7.38 GiB
+# of activation peak) while 256-sequence ones stay near 12 B (Qwen2-7B on A100, 0.10.1.1):
+# the middle takes 24 B and the band spans 12–36 B.
+SAMPLER_BYTES = (12.0, 24.0, 36.0)
+
+
+def activation_bytes(tokens: int, seqs: int, hidden: int, intermediate: float, vocab: int, tp: int,
+                     sampler_bytes: float = 12.0) -> float:
     """Peak of the profile run: the MLP/attention working set of ``tokens``, and the dummy sampler.
 
-    tokens × 2 B × (2·intermediate + 6·hidden) per TP rank, plus min(seqs, tokens) rows of fp32 logits
-    with top-k/top-p sorting (12 B per vocabulary entry); fitted to published V0/V1 logs.
+    tokens × 2 B × (2·intermediate + 6·hidden) per TP rank, plus min(seqs, tokens) rows of
+    ``sampler_bytes`` per vocabulary entry; fitted to published V0/V1 logs.
     """
     mlp = tokens * 2.0 * (2 * intermediate + 6 * hidden) / tp
-    sampler = min(seqs, tokens) * vocab * 12.0
+    sampler = min(seqs, tokens) * vocab * sampler_bytes
     return mlp + sampler
 
 
@@ -193,8 +206,8 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     value_bytes = kv_bytes(req.precision, req.kv_cache_dtype)
     layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, value_bytes)
 
-    seqs_hi, tokens_hi = defaults(req.engine_version, v1, req.context, None)
-    seqs_lo, tokens_lo = defaults(req.engine_version, v1, req.context, 24 * 1024)
+    seqs_hi, tokens_hi = defaults(req.engine_version, v1, req.context, req.gpu_mib, req.gpu_product)
+    seqs_lo, tokens_lo = defaults(req.engine_version, v1, req.context, req.gpu_mib or 24 * 1024, req.gpu_product)
     seqs = req.max_num_seqs or seqs_hi
     tokens = req.batched_tokens or tokens_hi
     if req.max_num_seqs or req.batched_tokens:
@@ -209,10 +222,12 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
 
     inter = float(getattr(spec, "intermediate_size", None) or 3.5 * shape.hidden_size)
     vocab = spec.vocab_size if spec else 128_000
-    act = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp)
-    act_lo = activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp)
+    s_lo, s_mid, s_hi = SAMPLER_BYTES if v >= (0, 10, 0) else (SAMPLER_BYTES[0],) * 3
+    act = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid)
+    act_lo = activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo)
+    act_hi = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi)
     vision = _vision_profile(req, spec, tokens, seqs, v1) / tp
-    nt_lo, nt_mid = NON_TORCH_TP_MIB if tp > 1 else NON_TORCH_MIB
+    nt_lo, nt_mid, nt_hi = NON_TORCH_TP_MIB if tp > 1 else NON_TORCH_MIB
     if (0, 6, 4) <= v < (0, 6, 5) or (v1 and (0, 7, 0) <= v < (0, 9, 1)):
         nt_lo, nt_mid = nt_lo + CUDA_CONTEXT_MIB, nt_mid + CUDA_CONTEXT_MIB
     # Graph memory follows the activations of the captured batch: an MoE's active parameters, not its total.
@@ -223,7 +238,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     mid = weights_per_gpu + kv_per_gpu + act + vision + nt_mid * MIB + (graphs if graphs_counted else 0.0)
     certain = weights_per_gpu + kv_per_gpu
     low_rest = act_lo + 0.5 * vision + nt_lo * MIB
-    high = mid + 0.5 * (act + vision) + (0.0 if graphs_counted else graphs) + 512 * MIB
+    high = mid + (act_hi - act) + 0.5 * vision + (0.0 if graphs_counted else graphs) + (nt_hi - nt_mid) * MIB
     if not shape.known:
         # The weights are params × bytes whatever the shape; KV and activations are a guess.
         low_rest *= 0.7
@@ -296,6 +311,11 @@ def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, s
     if v1:
         budget = max(tokens, image_tokens)
         items = max(1, min(budget // image_tokens, seqs * per_prompt))
+    elif spec is not None and (spec.family or "").endswith("-vision"):
+        # Encoder-decoder Mllama in V0 profiles max_num_seqs sequences, each with its images; its image
+        # tokens are already patches (4 tiles × 1601).
+        return float(seqs * per_prompt * image_tokens * max(1024.0, (vision_params / 32 / 12) ** 0.5)
+                     * VISION_BYTES_PER_PATCH_WIDTH)
     else:
         items = max(1, min(seqs, tokens // image_tokens)) * per_prompt
     # A ViT keeps ~4 patches per merged LLM token; its width from its size (≈ 12·L·w², L ≈ 32).
@@ -306,7 +326,7 @@ def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, s
 def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, utilization: float
             ) -> tuple[float, int, float]:
     """vLLM's KV pool on one GPU: (GiB, tokens, maximum concurrency at ``req.context``)."""
-    est = plan(req.but(batch=1), spec)
+    est = plan(req.but(batch=1, gpu_mib=gpu_total_mib), spec)
     g = max(req.gpus, 1)
     non_kv = est.per_gpu_mib - est.kv_cache_mib / g
     pool_mib = gpu_total_mib * utilization - non_kv

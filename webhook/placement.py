@@ -9,10 +9,11 @@ from enum import StrEnum
 from .config import PlacementMode
 from .cuda import CudaVersion, format_cuda, min_driver_major
 from .demand import Demand
+from .engines import estimate as run_estimate
+from .engines import max_context, suggest
 from .inventory import NodeGPUs, vram_missing
 from .precision import DOWNGRADES, PRECISIONS
-from .vram import EstimateRequest, max_context, round_context
-from .vram import estimate as run_estimate
+from .vram import EstimateRequest, round_context
 
 MAX_SCORE = 10
 
@@ -276,13 +277,18 @@ def _fewest_gpus(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> tu
 
 
 def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
-    """Concrete changes, computed by the estimator, that would let some node hold the workload."""
+    """Concrete changes, each re-estimated by the engine model, that would let some node hold the workload.
+
+    Each names the engine's own flag where it has one (``--max-model-len 24576``,
+    ``--tensor-parallel-size 2`` with ``nvidia.com/gpu: 2``), and the annotation that says the same.
+    """
     est = demand.estimate
     util = demand.utilization
     if est is None:
         most = max(n.capacity for n in nodes)
         return [f"lower vramgate.io/vram, or request up to {most} GPUs to split it"]
     req = est.request
+    engine = req.engine
     largest = max(nodes, key=lambda n: n.vram_mib)
     room = largest.vram_mib * util
     tips: list[str] = []
@@ -292,22 +298,41 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
             continue
         alt = run_estimate(req.but(precision=p))
         if alt.per_gpu_mib <= room:
-            tips.append(f"{p} weights (vramgate.io/precision: {p}) → {_gib(alt.per_gpu_mib)} GiB per GPU")
+            how = suggest(engine, "fp8") if p == "fp8" else None
+            how = how or f"an {p.upper()} checkpoint of the model"
+            tips.append(f"{how} (vramgate.io/precision: {p}) → {_gib(alt.per_gpu_mib)} GiB per GPU")
             break
     more = _fewest_gpus(req, nodes, util)
     if more is not None:
         g, alt_mib, host = more
-        tips.append(f"{g} GPUs per pod (nvidia.com/gpu: {g}, tensor parallel) → {_gib(alt_mib)} GiB per GPU on {host}")
+        tp = suggest(engine, "tp", g)
+        tips.append(f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else ", tensor parallel")
+                    + f") → {_gib(alt_mib)} GiB per GPU on {host}")
     if req.workload == "inference" and est.kv_cache_mib > 0:
+        if req.kv_cache_dtype is None and suggest(engine, "kv_fp8") and PRECISIONS[req.precision].bits >= 8:
+            alt = run_estimate(req.but(kv_cache_dtype="fp8"))
+            if alt.per_gpu_mib <= room:
+                tips.append(f"{suggest(engine, 'kv_fp8')} (vramgate.io/kv-cache-dtype: fp8) → "
+                            f"{_gib(alt.per_gpu_mib)} GiB per GPU")
         ctx = max_context(req, room)
         if ctx is not None and ctx < req.context and ctx >= 256:
-            tips.append(f"--max-model-len {round_context(ctx)} (vramgate.io/context-length; "
-                        f"the model allows {req.context})")
+            n = round_context(ctx)
+            flag = suggest(engine, "context", n) or f"--max-model-len {n}"
+            tips.append(f"{flag} (vramgate.io/context-length: {n}; the model allows {req.context})")
         if req.batch > 1:
             for b in range(req.batch - 1, 0, -1):
                 if run_estimate(req.but(batch=b)).per_gpu_mib <= room:
                     tips.append(f"batch {b} (vramgate.io/batch-size)")
                     break
+        if est.activations_mib / max(req.gpus, 1) > 2048 and suggest(engine, "max_seqs"):
+            for seqs in (64, 32, 16, 8, 4, 1):
+                alt = run_estimate(req.but(max_num_seqs=seqs))
+                if alt.per_gpu_mib <= room:
+                    tips.append(f"{suggest(engine, 'max_seqs', seqs)} (a smaller start-up profile) → "
+                                f"{_gib(alt.per_gpu_mib)} GiB per GPU")
+                    break
+    if req.workload == "training":
+        tips.extend(_training_tips(req, room))
     if not tips:
         # No single change is enough: the smallest GPU count that fits at each lower precision.
         for p in DOWNGRADES:
@@ -316,8 +341,9 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
             combo = _fewest_gpus(req.but(precision=p), nodes, util)
             if combo is not None:
                 g, per_gpu, host = combo
-                tips.append(f"{p} weights on {g} GPUs (vramgate.io/precision: {p}, nvidia.com/gpu: {g}) → "
-                            f"{_gib(per_gpu)} GiB per GPU on {host}")
+                tp = suggest(engine, "tp", g)
+                tips.append(f"{p} weights on {g} GPUs (vramgate.io/precision: {p}, nvidia.com/gpu: {g}"
+                            + (f", {tp}" if tp else "") + f") → {_gib(per_gpu)} GiB per GPU on {host}")
                 break
     if not tips:
         most = max(n.capacity for n in nodes)
@@ -325,4 +351,24 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
                                      batch=1))
         tips.append(f"a smaller model, or nodes with larger GPUs (even int4 on {floor.request.gpus} GPU(s) with "
                     f"2048 tokens needs {_gib(floor.per_gpu_mib)} GiB per GPU)")
+    return tips
+
+
+def _training_tips(req: EstimateRequest, room: float) -> list[str]:
+    """Training changes that fit: gradient checkpointing, QLoRA, sharding the states."""
+    tips: list[str] = []
+    options: list[tuple[str, EstimateRequest]] = []
+    if not req.gradient_checkpointing:
+        options.append(("--gradient_checkpointing True (vramgate.io/gradient-checkpointing: true)",
+                        req.but(gradient_checkpointing=True)))
+    if req.finetune in (None, "full", "lora"):
+        options.append(("QLoRA: --use_peft --load_in_4bit (vramgate.io/finetune: qlora)",
+                        req.but(finetune="qlora", precision="nf4")))
+    if req.gpus > 1 and req.parallelism in ("ddp", "zero1", "zero2"):
+        options.append(("FSDP across the GPUs: --fsdp \"full_shard auto_wrap\" (vramgate.io/parallelism: fsdp)",
+                        req.but(parallelism="fsdp")))
+    for text, alt_req in options:
+        alt = run_estimate(alt_req)
+        if alt.per_gpu_mib <= room:
+            tips.append(f"{text} → {_gib(alt.per_gpu_mib)} GiB per GPU")
     return tips

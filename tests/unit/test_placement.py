@@ -88,7 +88,12 @@ def test_suggestions_are_computed() -> None:
     v = cluster_verdict(d, [n(name="t4", mem=15360, product="Tesla-T4", gpus=4)])
     assert not v.admit
     text = " ".join(v.suggestions)
-    assert "fp8 weights" in text and "2 GPUs per pod" in text
+    assert "--quantization fp8" in text and "nvidia.com/gpu: 2 with --tensor-parallel-size 2" in text
+    # Each suggestion was re-estimated by the engine model and fits the T4 at utilization 0.9.
+    for tip in v.suggestions:
+        if "→" in tip:
+            gib = float(tip.split("→ ", 1)[1].split(" GiB", 1)[0])
+            assert gib <= 15360 * 0.9 / 1024 + 0.05
     long_ctx = demand(pod(container(gpus=1, env={"MODEL_NAME": "llama-3.1-8b-instruct"})))
     v2 = cluster_verdict(long_ctx, [n(name="a10", mem=23028, product="NVIDIA-A10G", gpus=1)])
     assert not v2.admit and any(s.startswith("--max-model-len ") for s in v2.suggestions)

@@ -14,8 +14,8 @@ from .base import Found, Settings, Version, format_version, parse_version
 from .cmdline import Command, commands_of, container_env
 
 __all__ = [
-    "ENGINES", "ContainerReading", "Found", "Settings", "Version", "estimate", "format_version", "parse_version",
-    "read_container",
+    "ENGINES", "ContainerReading", "Found", "Settings", "Version", "estimate", "format_version", "max_context",
+    "parse_version", "read_container", "suggest",
 ]
 
 ENGINES = ("vllm", "sglang", "tgi", "llama.cpp", "ollama", "nim", "trainer")
@@ -84,6 +84,43 @@ def lifecycle_commands(pod_spec: Mapping[str, Any]) -> list[Command]:
                     if isinstance(exec_, dict):
                         out.extend(commands_of({"command": exec_.get("command")}, env))
     return out
+
+
+# How each engine's users say what a suggestion changes ({n} is the value), for "Try:" lines.
+_SUGGEST: Mapping[str, Mapping[str, str]] = {
+    "vllm": {"context": "--max-model-len {n}", "tp": "--tensor-parallel-size {n}", "kv_fp8": "--kv-cache-dtype fp8",
+             "max_seqs": "--max-num-seqs {n}", "fp8": "--quantization fp8 (quantized at load)"},
+    "nim": {"context": "NIM_MAX_MODEL_LEN={n}", "tp": "NIM_TENSOR_PARALLEL_SIZE={n}"},
+    "tgi": {"context": "--max-total-tokens {n} (MAX_TOTAL_TOKENS)", "tp": "--num-shard {n} (NUM_SHARD)",
+            "kv_fp8": "--kv-cache-dtype fp8_e5m2", "fp8": "--quantize fp8"},
+    "sglang": {"context": "--context-length {n}", "tp": "--tp {n}", "kv_fp8": "--kv-cache-dtype fp8_e5m2",
+               "fp8": "--quantization fp8"},
+    "llama.cpp": {"context": "-c {n}", "kv_fp8": "-ctk q8_0 -ctv q8_0 -fa"},
+    "ollama": {"context": "OLLAMA_CONTEXT_LENGTH={n}", "kv_fp8": "OLLAMA_KV_CACHE_TYPE=q8_0"},
+    "trainer": {"context": "--max_seq_length {n}"},
+}
+
+
+def suggest(engine: str | None, key: str, n: int | None = None) -> str | None:
+    """The engine's own way to say a change (``--max-model-len 24576``), or None when it has none."""
+    text = _SUGGEST.get(engine or "", {}).get(key)
+    return text.format(n=n) if text is not None else None
+
+
+def max_context(req: EstimateRequest, usable_mib: float) -> int | None:
+    """The largest context (tokens per sequence) whose expected per-GPU need fits in ``usable_mib``."""
+    if estimate(req.but(context=1)).per_gpu_mib > usable_mib:
+        return None
+    lo, hi = 1, max(req.context, 1)
+    if estimate(req.but(context=hi)).per_gpu_mib <= usable_mib:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if estimate(req.but(context=mid)).per_gpu_mib <= usable_mib:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def estimate(req: EstimateRequest) -> Estimate:

@@ -235,7 +235,8 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config) -> tup
         annotations[A_VRAM_PER_GPU] = str(demand.per_gpu_mib)
         if demand.min_per_gpu_mib is not None:
             annotations[A_VRAM_PER_GPU_MIN] = str(demand.min_per_gpu_mib)
-        annotations[A_ESTIMATE] = demand.summary()
+        sources = demand.explain()
+        annotations[A_ESTIMATE] = demand.summary() + (f" [inputs: {'; '.join(sources)}]" if sources else "")
         meta["annotations"] = annotations
 
     # Node constraints: a too-narrow selector is replaced; a VRAM affinity is ANDed into what remains.

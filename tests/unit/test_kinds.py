@@ -522,3 +522,15 @@ def test_kubeai_profile_count_multiplies_resources() -> None:
 def test_another_projects_model_kind_is_not_a_workload() -> None:
     rs = roles({"apiVersion": "example.com/v1", "kind": "Model", "metadata": {"name": "m"}, "spec": {}})
     assert rs is not None and rs.roles == ()
+
+
+def test_runtime_lookup_scopes() -> None:
+    ns_rt = {"kind": "ServingRuntime", "metadata": {"name": "rt", "namespace": "a"}}
+    cluster_rt = {"kind": "ClusterServingRuntime", "metadata": {"name": "rt"}}
+    file_rt = {"kind": "ServingRuntime", "metadata": {"name": "loose"}}
+    index = Runtimes.of([ns_rt, cluster_rt, file_rt, {"kind": "Deployment", "metadata": {"name": "rt"}}, "junk"])
+    assert index.lookup("ServingRuntime", "rt", "a") is ns_rt
+    assert index.lookup("ServingRuntime", "rt", "b") is cluster_rt  # another namespace's runtime is not visible
+    assert index.lookup("ServingRuntime", "loose", "b") is file_rt  # a file without namespaces: any
+    assert index.lookup("ServingRuntime", "none", "a") is None
+    assert [o["metadata"]["name"] for o in index.all("ServingRuntime", "b")] == ["loose", "rt"]

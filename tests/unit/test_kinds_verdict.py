@@ -191,3 +191,9 @@ def test_any_serve_config_text_never_raises(text: str) -> None:
     obj["spec"]["serveConfigV2"] = text
     j = verdict(obj)
     assert j.allowed or j.code in ("declaration", "malformed") or "needs" in j.message
+
+
+def test_rayjob_on_an_existing_cluster_has_nothing_to_judge() -> None:
+    j = verdict({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"},
+                 "spec": {"entrypoint": "python train.py", "clusterSelector": {"ray.io/cluster": "shared"}}}, SMALL)
+    assert (j.allowed, j.code) == (True, "not-a-workload")

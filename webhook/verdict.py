@@ -8,7 +8,7 @@ from typing import Any
 from .catalog import Catalog
 from .config import Config, Enforcement
 from .demand import DeclarationError, Demand, read_demand
-from .kinds import POD_KINDS, Context, Role, RoleSet, Runtimes, roles
+from .kinds import POD_KINDS, Context, Role, RoleSet, Runtimes, pod_view, roles
 from .placement import cluster_verdict
 from .quantity import GIB, QuantityError, parse_size_bytes
 from .rules import Narrow, cuda_visible_devices_warnings, narrow_selector, non_gpu_on_gpu_nodes
@@ -93,15 +93,20 @@ def judge(
     if not isinstance(obj, dict):
         return _deny(enforcement, "malformed", "object: object must be a mapping")
     kind = obj.get("kind")
+    if kind in POD_KINDS:  # the hot path: one pod template, judged as it always was
+        try:
+            view = pod_view(obj, namespace)
+        except WorkloadError as exc:
+            return _deny(enforcement, "malformed", f"{obj.get('kind', 'object')}: {exc}")
+        assert view is not None
+        return _judge_view(view, snapshot, config, catalog, enforcement)
     try:
         found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource))
     except WorkloadError as exc:
-        where = f"{obj.get('kind', 'object')}" if kind in POD_KINDS or not isinstance(kind, str) else _ref(obj)
+        where = _ref(obj) if isinstance(kind, str) else "object"
         return _deny(enforcement, exc.code, f"{where}: {exc}")
     if found is None or not found.roles:
         return Judgement(True, "not-a-workload", warnings=found.warnings if found else ())
-    if kind in POD_KINDS:
-        return _judge_view(found.roles[0].view, snapshot, config, catalog, enforcement)
     return _combine(found, [(r, _judge_view(r.view, snapshot, config, catalog, enforcement)) for r in found.roles])
 
 

@@ -93,7 +93,7 @@ def judge(
     if not isinstance(obj, dict):
         return _deny(enforcement, "malformed", "object: object must be a mapping")
     kind = obj.get("kind")
-    if kind in POD_KINDS:  # the hot path: one pod template, judged as it always was
+    if isinstance(kind, str) and kind in POD_KINDS:  # the hot path: one pod template, judged as it always was
         try:
             view = pod_view(obj, namespace)
         except WorkloadError as exc:

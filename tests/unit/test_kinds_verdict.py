@@ -197,3 +197,36 @@ def test_rayjob_on_an_existing_cluster_has_nothing_to_judge() -> None:
     j = verdict({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"},
                  "spec": {"entrypoint": "python train.py", "clusterSelector": {"ray.io/cluster": "shared"}}}, SMALL)
     assert (j.allowed, j.code) == (True, "not-a-workload")
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(_paths(v, (*prefix, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(_paths(v, (*prefix, i)))
+    return out
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replaced(value[head], rest, new)}
+    return [_replaced(v, rest, new) if i == head else v for i, v in enumerate(value)]
+
+
+_SAMPLES = [*fixture("lws-vllm.yaml"), *fixture("isvc-hf.yaml"), *fixture("rayservice-llm.yaml"),
+            *fixture("trainjob.yaml")]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), garbage=_json)
+def test_a_sample_with_any_part_replaced_never_raises(data: st.DataObject, garbage: Any) -> None:
+    sample = data.draw(st.sampled_from(_SAMPLES))
+    path = data.draw(st.sampled_from(_paths(sample)[1:]))
+    j = verdict(_replaced(sample, path, garbage), runtimes=Runtimes.of(_SAMPLES))
+    assert isinstance(j.allowed, bool) and (j.allowed or j.message)

@@ -86,7 +86,7 @@ def declaration_changed(obj: dict[str, Any], old: dict[str, Any] | None) -> bool
     """Whether an UPDATE touches what admission judges: the pod spec or the ``vramgate.io/*`` declaration."""
     if not isinstance(old, dict):
         return True
-    if obj.get("kind") in CUSTOM_KINDS:
+    if str(obj.get("kind")) in CUSTOM_KINDS:
         # Roles come from the whole spec (sizes, parallelism, serveConfigV2 …) and the object's declaration.
         return obj.get("spec") != old.get("spec") or _declaration(*_meta_maps(obj)) != _declaration(*_meta_maps(old))
     try:

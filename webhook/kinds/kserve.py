@@ -234,11 +234,11 @@ def fill_placeholders(value: Any, meta: dict[str, Any]) -> Any:
 def _merge_named(base: list[Any], overlay: list[Any], key: str) -> list[Any]:
     """Strategic merge of a list keyed by ``key`` (env by name): same-key entries merge, new ones append."""
     out = [copied(b) for b in base]
-    index = {b.get(key): i for i, b in enumerate(out) if isinstance(b, dict)}
+    index = {str(b.get(key)): i for i, b in enumerate(out) if isinstance(b, dict)}
     for o in overlay:
         if not isinstance(o, dict):
             continue
-        i = index.get(o.get(key))
+        i = index.get(str(o.get(key)))
         if i is None:
             out.append(copied(o))
             continue

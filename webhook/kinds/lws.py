@@ -82,8 +82,8 @@ def _borrow_command(worker: dict[str, Any], leader: dict[str, Any], resource: st
     if any(w in _text(mine) for w in _MODEL_WORDS) or not any(w in _text(theirs) for w in _MODEL_WORDS):
         return worker, False
     borrowed = {**mine, "command": copied(theirs.get("command") or []), "args": copied(theirs.get("args") or [])}
-    names = {e.get("name") for e in as_list(mine.get("env")) if isinstance(e, dict)}
-    extra = [copied(e) for e in as_list(theirs.get("env")) if isinstance(e, dict) and e.get("name") not in names]
+    names = {str(e.get("name")) for e in as_list(mine.get("env")) if isinstance(e, dict)}
+    extra = [copied(e) for e in as_list(theirs.get("env")) if isinstance(e, dict) and str(e.get("name")) not in names]
     if extra:
         borrowed["env"] = [*as_list(mine.get("env")), *extra]
     if "image" in theirs:

@@ -128,7 +128,7 @@ def _with_command(spec: dict[str, Any], app: LLMApp, resource: str) -> dict[str,
     c["args"] = list(app.args)
     if app.env:
         names = {k for k, _ in app.env}
-        c["env"] = [*(e for e in as_list(c.get("env")) if not (isinstance(e, dict) and e.get("name") in names)),
+        c["env"] = [*(e for e in as_list(c.get("env")) if not (isinstance(e, dict) and str(e.get("name")) in names)),
                     *({"name": k, "value": v} for k, v in app.env)]
     return {**spec, "containers": [c if i == idx else x for i, x in enumerate(containers)]}
 

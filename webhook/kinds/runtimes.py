@@ -22,7 +22,7 @@ class Runtimes:
         """Index every runtime object among ``objects`` (anything else is ignored)."""
         index: dict[tuple[str, str, str], dict[str, Any]] = {}
         for obj in objects:
-            if not isinstance(obj, dict) or obj.get("kind") not in RUNTIME_KINDS:
+            if not isinstance(obj, dict) or str(obj.get("kind")) not in RUNTIME_KINDS:
                 continue
             meta = obj.get("metadata")
             if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):

@@ -120,8 +120,8 @@ def _override(pod: dict[str, Any], trainer: dict[str, Any]) -> dict[str, Any]:
         if trainer.get(key) is not None:
             c[key] = copied(trainer[key])
     if isinstance(trainer.get("env"), list):
-        names = {e.get("name") for e in trainer["env"] if isinstance(e, dict)}
-        c["env"] = [*(e for e in as_list(c.get("env")) if not (isinstance(e, dict) and e.get("name") in names)),
+        names = {str(e.get("name")) for e in trainer["env"] if isinstance(e, dict)}
+        c["env"] = [*(e for e in as_list(c.get("env")) if not (isinstance(e, dict) and str(e.get("name")) in names)),
                     *copied(trainer["env"])]
     if isinstance(trainer.get("resourcesPerNode"), dict):
         c["resources"] = copied(trainer["resourcesPerNode"])

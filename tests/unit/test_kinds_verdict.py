@@ -58,7 +58,8 @@ def test_lws_that_fits_is_admitted_with_every_roles_warnings() -> None:
     j = verdict(lws("Qwen/Qwen2.5-7B-Instruct"))
     assert j.allowed and j.code == "fits" and j.message == ""
     assert [r.judgement.code for r in j.roles] == ["fits", "fits"]
-    assert "leaderworkerset/x (worker): names no model; judged with the leader's command" in j.warnings[0]
+    # The worker was judged with the leader's model (it names none itself).
+    assert j.roles[1].judgement.demand is not None and j.roles[1].judgement.demand.model == "Qwen/Qwen2.5-7B-Instruct"
 
 
 def test_warn_mode_admits_with_the_denials_as_warnings() -> None:

@@ -55,11 +55,10 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
     if size == 1:
         return RoleSet(kind, name, (leader,), grouped=True)
     w_meta = inherit_annotations(w_meta, l_meta)
-    w_spec, borrowed = _borrow_command(w_spec, l_spec, ctx.gpu_resource)
+    # No warning when the worker borrows the leader's command: vLLM's recipe always does, and docs/admission.md says so.
+    w_spec, _ = _borrow_command(w_spec, l_spec, ctx.gpu_resource)
     worker = Role("worker", view("worker", w_meta, w_spec), size, replicas * (size - 1))
-    warnings = (f"{worker.view.ref}: names no model; judged with the leader's command, whose model its GPUs share",
-                ) if borrowed else ()
-    return RoleSet(kind, name, (leader, worker), warnings, grouped=True)
+    return RoleSet(kind, name, (leader, worker), grouped=True)
 
 
 def _text(c: dict[str, Any]) -> str:

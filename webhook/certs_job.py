@@ -21,7 +21,7 @@ import datetime as dt
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cryptography import x509
@@ -154,8 +154,11 @@ def secret_manifest(
     }
 
 
-def webhook_patch(config: dict[str, Any], ca_bundle_b64: str, failure_policy: str | None) -> list[dict[str, Any]]:
+def webhook_patch(config: dict[str, Any], ca_bundle_b64: str, failure_policy: str | None,
+                  overrides: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """A JSON Patch setting ``caBundle`` (and the failure policy) on every webhook of a configuration.
+
+    ``overrides`` gives some webhooks (by name) their own failure policy (validate-kinds.vramgate.io's).
 
     Each webhook's name is tested first, so a configuration changed meanwhile fails the patch
     instead of being written at the wrong index. Empty when nothing would change.
@@ -166,8 +169,9 @@ def webhook_patch(config: dict[str, Any], ca_bundle_b64: str, failure_policy: st
         client = hook.get("clientConfig") or {}
         if client.get("caBundle") != ca_bundle_b64:
             changes.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": ca_bundle_b64})
-        if failure_policy and hook.get("failurePolicy") != failure_policy:
-            changes.append({"op": "add", "path": f"/webhooks/{i}/failurePolicy", "value": failure_policy})
+        policy = (overrides or {}).get(str(hook.get("name")), failure_policy)
+        if policy and hook.get("failurePolicy") != policy:
+            changes.append({"op": "add", "path": f"/webhooks/{i}/failurePolicy", "value": policy})
         if changes:
             ops.append({"op": "test", "path": f"/webhooks/{i}/name", "value": hook.get("name")})
             ops.extend(changes)
@@ -232,7 +236,8 @@ class _Clients:
 
 
 def _patch_configs(
-    clients: _Clients, targets: Sequence[tuple[str, str, str | None]], ca_pem: bytes, *, wait_s: float
+    clients: _Clients, targets: Sequence[tuple[str, str, str | None]], ca_pem: bytes, *, wait_s: float,
+    overrides: Mapping[str, str] | None = None,
 ) -> bool:
     """Patch caBundle (and failure policies) into each (kind, name, policy); True when all were found."""
     ca_b64 = base64.b64encode(ca_pem).decode()
@@ -246,7 +251,7 @@ def _patch_configs(
                 if obj is None:
                     still.append((kind, name, policy))
                     break
-                ops = webhook_patch(obj, ca_b64, policy)
+                ops = webhook_patch(obj, ca_b64, policy, overrides if policy else None)
                 if not ops:
                     _log(f"{kind} webhook configuration {name}: up to date")
                     break
@@ -321,8 +326,16 @@ def run_patch(args: argparse.Namespace, clients: _Clients | None = None) -> int:
         time.sleep(2)
     targets = [("mutating", args.mutating, args.mutating_failure_policy),
                ("validating", args.validating, args.validating_failure_policy)]
-    ok = _patch_configs(clients, targets, ca_pem, wait_s=max(0.0, deadline - time.monotonic()))
+    overrides = dict(getattr(args, "hook_failure_policy", None) or [])
+    ok = _patch_configs(clients, targets, ca_pem, wait_s=max(0.0, deadline - time.monotonic()), overrides=overrides)
     return 0 if ok else 1
+
+
+def _hook_policy(text: str) -> tuple[str, str]:
+    name, sep, policy = text.partition("=")
+    if not sep or not name or policy not in FAILURE_POLICIES:
+        raise argparse.ArgumentTypeError(f"{text!r}: use NAME=POLICY with POLICY one of {', '.join(FAILURE_POLICIES)}")
+    return name, policy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -348,6 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     patch.add_argument("--validating", required=True)
     patch.add_argument("--mutating-failure-policy", choices=FAILURE_POLICIES)
     patch.add_argument("--validating-failure-policy", choices=FAILURE_POLICIES)
+    patch.add_argument("--hook-failure-policy", type=_hook_policy, action="append", metavar="NAME=POLICY",
+                       help="failure policy of one webhook by name, overriding the configuration's (repeatable)")
     patch.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the objects")
     patch.set_defaults(func=run_patch)
     return parser

@@ -17,6 +17,7 @@ from .catalog import Catalog, ConfigImportError, ModelSpec, builtin_catalog, com
 from .config import Config, ConfigError, load_config
 from .engines import ENGINES, estimate
 from .engines.base import parse_version
+from .kinds import Runtimes
 from .manifests import ManifestError, load_file, load_nodes
 from .precision import ACCEPTED as PRECISIONS_ACCEPTED
 from .precision import canonical
@@ -64,19 +65,23 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
     for path in args.file:
         objects.extend(load_file(path))
     snapshot = _snapshot(args, config)
+    # ServingRuntimes and TrainingRuntimes in the same files are what their workloads refer to.
+    runtimes = Runtimes.of(objects)
     rejected = False
     for obj in objects:
-        result = judge(obj, snapshot, config, catalog)
+        result = judge(obj, snapshot, config, catalog, runtimes=runtimes)
         if result.view is None and result.code == "not-a-workload":
             continue
         meta = obj.get("metadata") or {}
         name = result.view.ref if result.view else f"{str(obj.get('kind', '?')).lower()}/{meta.get('name', '?')}"
-        if result.allowed:
-            detail = result.demand.summary() if result.demand else "no GPU requested"
-            print(f"ADMIT   {name}: {detail}")
-        else:
-            rejected = True
-            print(f"REJECT  {result.message}")
+        lines = [(r.judgement, r.role.view.ref) for r in result.roles] or [(result, name)]
+        for judgement, ref in lines:
+            if judgement.allowed:
+                detail = judgement.demand.summary() if judgement.demand else "no GPU requested"
+                print(f"ADMIT   {ref}: {detail}")
+            else:
+                rejected = True
+                print(f"REJECT  {judgement.message}")
         for warning in result.warnings:
             print(f"  warning: {warning}")
     return EXIT_REJECTED if rejected else EXIT_OK

@@ -8,11 +8,12 @@ from typing import Any
 from .catalog import Catalog
 from .config import Config, Enforcement
 from .demand import DeclarationError, Demand, read_demand
+from .kinds import POD_KINDS, Context, Role, RoleSet, Runtimes, pod_view, roles
 from .placement import cluster_verdict
 from .quantity import GIB, QuantityError, parse_size_bytes
 from .rules import Narrow, cuda_visible_devices_warnings, narrow_selector, non_gpu_on_gpu_nodes
 from .snapshot import Snapshot
-from .workload import PodView, WorkloadError, pod_view
+from .workload import PodView, WorkloadError
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ class Judgement:
     view: PodView | None = field(default=None, compare=False)
     # Set when the pod's selector is too narrow and config says to reroute it (mutation replaces it).
     reroute: Narrow | None = field(default=None, compare=False)
+    # Multi-role kinds (LWS, Ray, …): each role's own judgement, in the object's order.
+    roles: tuple[RoleJudgement, ...] = field(default=(), compare=False)
 
     @property
     def fits(self) -> bool:
@@ -35,6 +38,14 @@ class Judgement:
 
 
 FITS, REROUTED = "fits", "rerouted"
+
+
+@dataclass(frozen=True)
+class RoleJudgement:
+    """One role of a multi-role workload and its verdict."""
+
+    role: Role
+    judgement: Judgement
 
 
 def host_memory_warnings(demand: Demand, config: Config) -> list[str]:
@@ -70,16 +81,66 @@ def judge(
     *,
     namespace: str | None = None,
     enforcement: Enforcement = "enforce",
+    runtimes: Runtimes | None = None,
 ) -> Judgement:
-    """Decide admission for a workload object against the inventory snapshot."""
+    """Decide admission for a workload object against the inventory snapshot.
+
+    ``runtimes`` are the ServingRuntimes/TrainingRuntimes the object may refer to (`vramgate check -f`
+    passes those in its files); without them kinds fall back to the projects' default runtimes.
+    """
     if enforcement == "off":
         return Judgement(True, "enforcement-off")
+    if not isinstance(obj, dict):
+        return _deny(enforcement, "malformed", "object: object must be a mapping")
+    kind = obj.get("kind")
+    if isinstance(kind, str) and kind in POD_KINDS:  # the hot path: one pod template, judged as it always was
+        try:
+            view = pod_view(obj, namespace)
+        except WorkloadError as exc:
+            return _deny(enforcement, "malformed", f"{obj.get('kind', 'object')}: {exc}")
+        assert view is not None
+        return _judge_view(view, snapshot, config, catalog, enforcement)
     try:
-        view = pod_view(obj, namespace)
+        found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource))
     except WorkloadError as exc:
-        return _deny(enforcement, "malformed", f"{obj.get('kind', 'object')}: {exc}")
-    if view is None:
-        return Judgement(True, "not-a-workload")
+        where = _ref(obj) if isinstance(kind, str) else "object"
+        return _deny(enforcement, exc.code, f"{where}: {exc}")
+    if found is None or not found.roles:
+        return Judgement(True, "not-a-workload", warnings=found.warnings if found else ())
+    return _combine(found, [(r, _judge_view(r.view, snapshot, config, catalog, enforcement)) for r in found.roles])
+
+
+def _ref(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"{str(obj.get('kind')).lower()}/{name if isinstance(name, str) and name else '<unnamed>'}"
+
+
+def _combine(found: RoleSet, results: list[tuple[Role, Judgement]]) -> Judgement:
+    """One judgement for a multi-role object: denied if any role is; every role's warnings, each naming it."""
+    warnings: list[str] = list(found.warnings)
+    several = len(results) > 1 or found.grouped
+    for role, j in results:
+        ref = role.view.ref
+        for w in j.warnings:
+            text = w if not several or w.startswith(ref) else f"{ref}: {w}"
+            if text not in warnings:
+                warnings.append(text)
+    per_role = tuple(RoleJudgement(r, j) for r, j in results)
+    denied = [j for _, j in results if not j.allowed]
+    if denied:
+        first = denied[0]
+        return Judgement(False, first.code, "; ".join(j.message for j in denied), tuple(warnings), first.demand,
+                         first.view, roles=per_role)
+    lead = next((j for _, j in results if j.demand is not None), results[0][1])
+    code = lead.code if lead.code != REROUTED else FITS
+    return Judgement(True, code, "", tuple(warnings), lead.demand, lead.view, roles=per_role)
+
+
+def _judge_view(
+    view: PodView, snapshot: Snapshot, config: Config, catalog: Catalog, enforcement: Enforcement,
+) -> Judgement:
+    """The verdict for one pod shape (a Pod, a template, or one role of a multi-role kind)."""
     try:
         view.containers()
     except WorkloadError as exc:

@@ -15,6 +15,7 @@ from cryptography import x509
 from webhook import certs_job
 from webhook.certs import make_bundle, service_dns_names
 from webhook.certs_job import (
+    build_parser,
     bundle_files,
     decode_secret_data,
     next_ca_bundle,
@@ -114,6 +115,16 @@ def test_webhook_patch_sets_every_webhook() -> None:
     assert webhook_patch(out, "Q0E=", "Fail") == []
     only_ca = webhook_patch(_config("a.vramgate.io", ca="T0xE"), "Q0E=", None)
     assert [o["path"] for o in only_ca] == ["/webhooks/0/name", "/webhooks/0/clientConfig/caBundle"]
+
+
+def test_webhook_patch_keeps_a_hooks_own_policy() -> None:
+    cfg = _config("validate.vramgate.io", "validate-kinds.vramgate.io")
+    out = jsonpatch.apply_patch(cfg, webhook_patch(cfg, "Q0E=", "Fail", {"validate-kinds.vramgate.io": "Ignore"}))
+    assert [h["failurePolicy"] for h in out["webhooks"]] == ["Fail", "Ignore"]
+    assert [h["clientConfig"]["caBundle"] for h in out["webhooks"]] == ["Q0E=", "Q0E="]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["patch", "--namespace", "n", "--secret", "s", "--mutating", "m", "--validating",
+                                   "v", "--hook-failure-policy", "validate-kinds.vramgate.io=Deny"])
 
 
 def test_webhook_patch_fails_when_reordered() -> None:

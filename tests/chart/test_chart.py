@@ -81,8 +81,15 @@ def config_of(objs: list[dict[str, Any]], tmp_path: Path, name: str = "vramgate-
 def webhooks(objs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     m = one(objs, "MutatingWebhookConfiguration")["webhooks"]
     v = one(objs, "ValidatingWebhookConfiguration")["webhooks"]
-    assert len(m) == 1 and len(v) == 1
+    assert len(m) == 1 and v[0]["name"] == "validate.vramgate.io"
+    assert [h["name"] for h in v[1:]] in ([], ["validate-kinds.vramgate.io"])
     return m[0], v[0]
+
+
+def kinds_webhook(objs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """validate-kinds.vramgate.io, the webhook for the kinds LLMs ship in, when rendered."""
+    hooks = one(objs, "ValidatingWebhookConfiguration")["webhooks"]
+    return next((h for h in hooks if h["name"] == "validate-kinds.vramgate.io"), None)
 
 
 def scheduler_config(objs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -353,6 +360,9 @@ def test_self_signed_hooks(render: Render) -> None:
 
     assert build_parser().parse_args(cargs).service == "vramgate-webhook"
     assert build_parser().parse_args(pargs).validating_failure_policy == "Fail"
+    # validate-kinds.vramgate.io keeps its own policy when the patch job turns the others to theirs.
+    assert pargs[pargs.index("--hook-failure-policy") + 1] == "validate-kinds.vramgate.io=Ignore"
+    assert build_parser().parse_args(pargs).hook_failure_policy == [("validate-kinds.vramgate.io", "Ignore")]
     # Hook RBAC exists before the Jobs run and is scoped by name.
     weights = {(o["kind"], o["metadata"]["name"]): int(o["metadata"]["annotations"]["helm.sh/hook-weight"])
                for o in objs if "helm.sh/hook" in (o["metadata"].get("annotations") or {})}
@@ -706,7 +716,7 @@ def test_install_helm_script_is_idempotent(helm: str) -> None:
 def test_gpu_workloads_only_match_conditions(render: Render) -> None:
     objs = render({}, namespace=NS)
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-        (hook,) = one(objs, kind)["webhooks"]
+        hook = one(objs, kind)["webhooks"][0]
         (cond,) = hook["matchConditions"]
         expr = cond["expression"]
         assert cond["name"] == "gpu-workloads-only"
@@ -717,3 +727,39 @@ def test_gpu_workloads_only_match_conditions(render: Render) -> None:
         assert expr.count("'nvidia.com/gpu' in c.resources.limits") == 6 and "t.key == 'nvidia.com/gpu'" in expr
     off = render({"webhook": {"gpuWorkloadsOnly": False}}, namespace=NS)
     assert "matchConditions" not in one(off, "ValidatingWebhookConfiguration")["webhooks"][0]
+
+
+EXTRA_KINDS = {
+    ("leaderworkerset.x-k8s.io", "leaderworkersets", "Namespaced"),
+    ("serving.kserve.io", "inferenceservices", "Namespaced"),
+    ("serving.kserve.io", "llminferenceservices", "Namespaced"),
+    ("ray.io", "rayclusters", "Namespaced"), ("ray.io", "rayjobs", "Namespaced"),
+    ("ray.io", "rayservices", "Namespaced"),
+    ("trainer.kubeflow.org", "trainjobs", "*"), ("trainer.kubeflow.org", "trainingruntimes", "*"),
+    ("trainer.kubeflow.org", "clustertrainingruntimes", "*"), ("kubeflow.org", "pytorchjobs", "Namespaced"),
+    ("jobset.x-k8s.io", "jobsets", "Namespaced"), ("kubeai.org", "models", "Namespaced"),
+}
+
+
+def test_extra_kinds_webhook(render: Render) -> None:
+    objs = render(MODES["all-on"], namespace=NS)
+    hook = kinds_webhook(objs)
+    assert hook is not None
+    _, main = webhooks(objs)
+    # Every kind the LLM world ships in, at any version, and no GPU matchCondition: their GPUs may come
+    # from a ServingRuntime, a TrainingRuntime or a KubeAI profile that CEL cannot see.
+    assert {(g, r, rule["scope"]) for rule in hook["rules"] for g in rule["apiGroups"]
+            for r in rule["resources"]} == EXTRA_KINDS
+    assert all(rule["apiVersions"] == ["*"] and rule["operations"] == ["CREATE", "UPDATE"] for rule in hook["rules"])
+    assert "matchConditions" not in hook and hook["failurePolicy"] == "Ignore"
+    assert hook["clientConfig"]["service"] == {**main["clientConfig"]["service"], "path": "/validate"}
+    assert (hook["namespaceSelector"], hook["objectSelector"]) == (main["namespaceSelector"], main["objectSelector"])
+    strict = kinds_webhook(render(merged(MODES["provided"], {"webhook": {"extraKinds": {"failurePolicy": "Fail",
+                                                                                      "ray": False}}}),
+                                  namespace=NS))
+    assert strict is not None and strict["failurePolicy"] == "Fail"
+    assert "ray.io" not in {g for rule in strict["rules"] for g in rule["apiGroups"]}
+    assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": {"enabled": False}}}),
+                                namespace=NS)) is None
+    none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai")}
+    assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": none}}), namespace=NS)) is None

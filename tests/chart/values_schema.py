@@ -156,6 +156,10 @@ def values_schema() -> Schema:
                 "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 10},
                 "gpuWorkloadsOnly": BOOL,
                 "excludedNamespaces": {"type": "array", "items": STRING},
+                "extraKinds": obj({
+                    "enabled": BOOL, "failurePolicy": FAILURE_POLICY, "leaderWorkerSet": BOOL, "kserve": BOOL,
+                    "ray": BOOL, "kubeflowTrainer": BOOL, "pytorchJob": BOOL, "jobSet": BOOL, "kubeai": BOOL,
+                }, "The kinds LLMs ship in, judged per role by validate-kinds.vramgate.io."),
                 **component,
             }, "The admission webhook (mutating + validating)."),
             "scheduler": obj({

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ..config import Enforcement
 from ..declaration import ANNOTATION_PREFIX
+from ..kinds import CUSTOM_KINDS
 from ..mutation import OUTPUT_ANNOTATIONS, mutation
 from ..state import AppState
 from ..verdict import judge
@@ -73,10 +74,21 @@ def _declaration(annotations: dict[str, Any], labels: dict[str, Any]) -> dict[st
     return out
 
 
+def _meta_maps(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return {}, {}
+    ann = meta.get("annotations")
+    return (ann if isinstance(ann, dict) else {}), _labels(meta)
+
+
 def declaration_changed(obj: dict[str, Any], old: dict[str, Any] | None) -> bool:
     """Whether an UPDATE touches what admission judges: the pod spec or the ``vramgate.io/*`` declaration."""
     if not isinstance(old, dict):
         return True
+    if str(obj.get("kind")) in CUSTOM_KINDS:
+        # Roles come from the whole spec (sizes, parallelism, serveConfigV2 …) and the object's declaration.
+        return obj.get("spec") != old.get("spec") or _declaration(*_meta_maps(obj)) != _declaration(*_meta_maps(old))
     try:
         new_view, old_view = pod_view(obj), pod_view(old)
     except WorkloadError:

@@ -356,3 +356,23 @@ spec:
       {{- include "vramgate.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 6 }}
 {{- end }}
 {{- end }}
+
+{{/* Admission rules for the kinds LLMs ship in (webhook.extraKinds), one per enabled API group. */}}
+{{- define "vramgate.extraKindRules" -}}
+{{- $k := .Values.webhook.extraKinds }}
+{{- $groups := list
+  (list "leaderWorkerSet" "leaderworkerset.x-k8s.io" (list "leaderworkersets") "Namespaced")
+  (list "kserve" "serving.kserve.io" (list "inferenceservices" "llminferenceservices") "Namespaced")
+  (list "ray" "ray.io" (list "rayclusters" "rayjobs" "rayservices") "Namespaced")
+  (list "kubeflowTrainer" "trainer.kubeflow.org" (list "trainjobs" "trainingruntimes" "clustertrainingruntimes") "*")
+  (list "pytorchJob" "kubeflow.org" (list "pytorchjobs") "Namespaced")
+  (list "jobSet" "jobset.x-k8s.io" (list "jobsets") "Namespaced")
+  (list "kubeai" "kubeai.org" (list "models") "Namespaced") }}
+{{- $out := list }}
+{{- range $g := $groups }}
+{{- if index $k (index $g 0) }}
+{{- $out = append $out (dict "apiGroups" (list (index $g 1)) "apiVersions" (list "*") "operations" (list "CREATE" "UPDATE") "resources" (index $g 2) "scope" (index $g 3)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}

@@ -1,0 +1,147 @@
+"""The kinds LLMs ship in, end to end (issue #11): upstream CRDs in a real kube-apiserver, and
+``kubectl apply`` of a LeaderWorkerSet, an InferenceService and a RayService judged per role by
+validate-kinds.vramgate.io as the chart registers it.
+
+Nodes: L4 only (22.5 GiB usable per GPU). llama-3-70b-instruct (bf16, ~137 GiB) cannot fit on them
+even split over a group of two pods; llama-3-8b-instruct on one GPU (17.7 GiB at context 8192) can.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e import crds
+from tests.e2e.harness import GPU_RESOURCE, ControlPlane
+from tests.e2e.vramgate_fixture import Vramgate
+
+pytestmark = pytest.mark.e2e
+
+L4 = {"gpus": 4, "mem_mib": 23034, "product": "NVIDIA-L4"}
+HUGE_ID, SMALL_ID = "meta-llama/Meta-Llama-3-70B-Instruct", "meta-llama/Meta-Llama-3-8B-Instruct"
+DENIED = 'admission webhook "validate-kinds.vramgate.io" denied the request: '
+NEEDS = r"needs [\d.]+ GiB VRAM per GPU \(weights .+\); the largest GPU in the cluster has 22\.5 GiB \(k-l4-0"
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: ControlPlane) -> Iterator[list[str]]:
+    """The upstream CRDs of LWS, KubeRay and KServe, from their Go modules."""
+    paths: list[Path] = []
+    try:
+        for source in crds.SOURCES:
+            paths.extend(crds.fetch(source))
+        names = crds.install(cluster, paths)
+    except crds.CrdFetchError as exc:
+        pytest.fail(f"upstream CRDs unavailable: {exc}", pytrace=False)
+    yield names
+
+
+@pytest.fixture
+def l4_cluster(vramgate: Vramgate, installed: list[str], gpu_nodes: Callable[..., Any]) -> Vramgate:
+    if not vramgate.alive():
+        vramgate.start()
+    vramgate.wait_ready()
+    gpu_nodes("k-l4-0", **L4)
+    vramgate.wait_inventory({"k-l4-0"})
+    return vramgate
+
+
+def apply(
+    cluster: ControlPlane, tmp_path: Path, obj: dict[str, Any], namespace: str
+) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(obj, sort_keys=False))
+    return cluster.kubectl("apply", "-n", namespace, "-f", str(path), check=False)
+
+
+def gpu_container(name: str, command: list[str], gpus: int = 1) -> dict[str, Any]:
+    return {"name": name, "image": "vllm/vllm-openai:v0.8.5", "command": command,
+            "resources": {"requests": {"cpu": "1", "memory": "8Gi"}, "limits": {GPU_RESOURCE: str(gpus)}}}
+
+
+def lws(name: str, model: str) -> dict[str, Any]:
+    # Shape of https://github.com/kubernetes-sigs/lws/blob/main/docs/examples/vllm/GPU/lws.yaml
+    leader = ["sh", "-c", f"ray start --head; vllm serve {model} --max-model-len 8192 --tensor-parallel-size 1 "
+              "--pipeline-parallel-size 2"]
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                "size": 2,
+                "leaderTemplate": {"spec": {"containers": [gpu_container("leader", leader)]}},
+                "workerTemplate": {"spec": {"containers": [gpu_container(
+                    "worker", ["sh", "-c", "ray start --address=$(LWS_LEADER_ADDRESS) --block"])]}}}}}
+
+
+def isvc(name: str, model: str) -> dict[str, Any]:
+    # https://kserve.github.io/website/latest/modelserving/v1beta1/llm/huggingface/text_generation/
+    return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": name},
+            "spec": {"predictor": {"model": {
+                "modelFormat": {"name": "huggingface"},
+                "args": ["--model_name=llm", f"--model_id={model}", "--max-model-len=8192"],
+                "resources": {"limits": {"cpu": "6", "memory": "24Gi", GPU_RESOURCE: "1"},
+                              "requests": {"cpu": "6", "memory": "24Gi", GPU_RESOURCE: "1"}}}}}}
+
+
+def rayservice(name: str, model: str) -> dict[str, Any]:
+    # https://docs.ray.io/en/latest/cluster/kubernetes/examples/rayserve-llm-example.html
+    serve = {"applications": [{"name": "llms", "import_path": "ray.serve.llm:build_openai_app", "route_prefix": "/",
+                               "args": {"llm_configs": [{
+                                   "model_loading_config": {"model_id": "llm", "model_source": model},
+                                   "engine_kwargs": {"max_model_len": 8192, "dtype": "bfloat16"}}]}}]}
+    image = "rayproject/ray-llm:2.46.0-py311-cu124"
+    return {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": name},
+            "spec": {"serveConfigV2": yaml.safe_dump(serve),
+                     "rayClusterConfig": {
+                         "rayVersion": "2.46.0",
+                         "headGroupSpec": {"rayStartParams": {"num-gpus": "0"}, "template": {"spec": {"containers": [
+                             {"name": "ray-head", "image": image,
+                              "resources": {"limits": {"cpu": "2", "memory": "4Gi"}}}]}}},
+                         "workerGroupSpecs": [{
+                             "groupName": "gpu-group", "replicas": 1, "minReplicas": 1, "maxReplicas": 1,
+                             "rayStartParams": {"num-gpus": "1"},
+                             "template": {"spec": {"containers": [
+                                 {"name": "ray-worker", "image": image,
+                                  "resources": {"limits": {"cpu": "8", "memory": "32Gi", GPU_RESOURCE: "1"}}}]}}}]}}}
+
+
+def test_lws_that_no_gpu_holds_is_denied_per_role(
+    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path
+) -> None:
+    r = apply(cluster, tmp_path, lws("big", HUGE_ID), namespace)
+    assert r.returncode != 0 and "Error from server" in r.stderr, r.stdout + r.stderr
+    assert DENIED + "leaderworkerset/big (leader): " in r.stderr, r.stderr
+    assert re.search(r"leaderworkerset/big \(leader\): " + NEEDS, r.stderr), r.stderr
+    assert "leaderworkerset/big (worker): needs " in r.stderr, r.stderr
+    assert cluster.kubectl("get", "leaderworkerset", "big", "-n", namespace, check=False).returncode != 0
+    ok = apply(cluster, tmp_path, lws("small", SMALL_ID), namespace)
+    assert ok.returncode == 0 and "leaderworkerset.leaderworkerset.x-k8s.io/small created" in ok.stdout, ok.stderr
+
+
+def test_isvc_that_no_gpu_holds_is_denied_as_predictor(
+    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path
+) -> None:
+    r = apply(cluster, tmp_path, isvc("big", HUGE_ID), namespace)
+    assert r.returncode != 0, r.stdout
+    assert re.search(re.escape(DENIED) + r"inferenceservice/big \(predictor\): " + NEEDS, r.stderr), r.stderr
+    ok = apply(cluster, tmp_path, isvc("small", SMALL_ID), namespace)
+    assert ok.returncode == 0 and "inferenceservice.serving.kserve.io/small created" in ok.stdout, ok.stderr
+
+
+def test_rayservice_that_no_gpu_holds_is_denied_naming_the_gpu_group(
+    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path
+) -> None:
+    r = apply(cluster, tmp_path, rayservice("big", HUGE_ID), namespace)
+    assert r.returncode != 0, r.stdout
+    assert re.search(re.escape(DENIED) + r"rayservice/big \(gpu-group\): " + NEEDS, r.stderr), r.stderr
+    assert "(head)" not in r.stderr
+    ok = apply(cluster, tmp_path, rayservice("small", SMALL_ID), namespace)
+    assert ok.returncode == 0 and "rayservice.ray.io/small created" in ok.stdout, ok.stderr
+    # An UPDATE that swaps in the big model is judged again.
+    bigger = rayservice("small", HUGE_ID)
+    r = apply(cluster, tmp_path, bigger, namespace)
+    assert r.returncode != 0 and "rayservice/small (gpu-group): needs " in r.stderr, r.stdout + r.stderr

@@ -1,0 +1,452 @@
+"""KServe InferenceService (with its ServingRuntime) and LLMInferenceService: the predictor pods they run.
+
+How KServe builds the predictor pod, which this module mirrors (kserve/kserve at aaac4e2):
+- pkg/controller/v1beta1/inferenceservice/utils/utils.go: ``MergeRuntimeContainers`` (strategic merge
+  patch of the ISVC's ``predictor.model`` container onto the runtime's ``kserve-container``, then args
+  concatenated runtime + isvc), ``MergePodSpec`` (the runtime's nodeSelector/affinity/tolerations/volumes/
+  imagePullSecrets/schedulerName/resourceClaims overlaid by the predictor's pod fields), ``GetServingRuntime``
+  (namespaced ServingRuntime first, then ClusterServingRuntime) and ``ReplacePlaceholders`` (Go template
+  over the container with the ISVC's ObjectMeta: ``{{.Name}}``, ``{{.Namespace}}``, ``{{.Labels.x}}``).
+- pkg/controller/v1beta1/inferenceservice/components/predictor.go: ``multiNodeProcess`` and
+  ``computeRayNodeAndGPUs`` (workerSpec: TP × PP GPUs over a head and ceil(total / worker GPUs) - 1 workers).
+- config/runtimes/kserve-huggingfaceserver.yaml and kserve-huggingfaceserver-multinode.yaml: the default
+  runtimes used here when the named runtime is not visible.
+- pkg/apis/serving/v1alpha1/llm_inference_service_types.go (+ _func.go ``ParallelismSpec.GetSize``) and
+  config/llmisvcconfig/config-llm-template.yaml (``vllm serve /mnt/models … --tensor-parallel-size``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .runtimes import Context
+from .view import (
+    PodView,
+    Role,
+    RoleSet,
+    WorkloadError,
+    as_dict,
+    as_list,
+    copied,
+    count,
+    gpu_count,
+    identity,
+    inherit_annotations,
+)
+
+KINDS = frozenset({"InferenceService", "LLMInferenceService"})
+
+MAIN, WORKER = "kserve-container", "worker-container"
+EXECUTOR_BACKEND = "multinode/executor-backend"
+# The old per-framework predictor fields, which KServe reads as ``model`` with that modelFormat.
+_FRAMEWORKS = ("huggingface", "sklearn", "xgboost", "tensorflow", "pytorch", "triton", "onnx", "pmml", "lightgbm",
+               "paddle")
+# ModelSpec fields that are not the container's.
+_MODEL_ONLY = frozenset({"modelFormat", "runtime", "storageUri", "runtimeVersion", "protocolVersion", "storage",
+                         "confidential"})
+# PredictorSpec / ComponentExtensionSpec fields that are not the pod's.
+_COMPONENT_ONLY = frozenset({"model", "workerSpec", "storageUris", "storageContainerName", "minReplicas",
+                             "maxReplicas", "scaleTarget", "scaleMetric", "scaleMetricType", "autoScaling",
+                             "containerConcurrency", "timeout", "canaryTrafficPercent", "logger", "batcher",
+                             "labels", "annotations", "deploymentStrategy", "name", *_FRAMEWORKS})
+_POD_FROM_RUNTIME = ("nodeSelector", "affinity", "tolerations", "volumes", "imagePullSecrets", "schedulerName",
+                     "resourceClaims")
+
+# config/runtimes/kserve-huggingfaceserver.yaml (the fields that matter to a VRAM judgement).
+DEFAULT_HF_RUNTIME: dict[str, Any] = {
+    "apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime",
+    "metadata": {"name": "kserve-huggingfaceserver"},
+    "spec": {
+        "supportedModelFormats": [{"name": "huggingface", "version": "1", "autoSelect": True, "priority": 1}],
+        "containers": [{
+            "name": MAIN, "image": "kserve/huggingfaceserver:latest", "args": ["--model_name={{.Name}}"],
+            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+        }],
+    },
+}
+# config/runtimes/kserve-huggingfaceserver-multinode.yaml, likewise trimmed.
+DEFAULT_HF_MULTINODE_RUNTIME: dict[str, Any] = {
+    "apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime",
+    "metadata": {"name": "kserve-huggingfaceserver-multinode"},
+    "spec": {
+        "supportedModelFormats": [{"name": "huggingface", "version": "1", "autoSelect": True, "priority": 2}],
+        "containers": [{
+            "name": MAIN, "image": "kserve/huggingfaceserver:latest-gpu",
+            "command": ["bash", "-c", "ray start --head --disable-usage-stats --include-dashboard false\n"
+                        "python -m huggingfaceserver ${MODEL_DIR_ARG} --tensor-parallel-size=${TENSOR_PARALLEL_SIZE} "
+                        "--pipeline-parallel-size=${PIPELINE_PARALLEL_SIZE} $0 $@"],
+            "args": ["--model_name={{.Name}}"],
+            "resources": {"requests": {"cpu": "2", "memory": "6Gi"}, "limits": {"cpu": "4", "memory": "12Gi"}},
+        }],
+        "workerSpec": {
+            "pipelineParallelSize": 1, "tensorParallelSize": 1,
+            "containers": [{
+                "name": WORKER, "image": "kserve/huggingfaceserver:latest-gpu",
+                "command": ["bash", "-c", 'ray start --address="${RAY_HEAD_ADDRESS}" --block'],
+                "resources": {"requests": {"cpu": "2", "memory": "6Gi"}, "limits": {"cpu": "4", "memory": "12Gi"}},
+            }],
+        },
+    },
+}
+
+
+def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    """The roles of an InferenceService or an LLMInferenceService."""
+    if obj.get("kind") == "LLMInferenceService":
+        return _llmisvc(obj, ctx)
+    return _isvc(obj, ctx)
+
+
+# --- InferenceService -------------------------------------------------------------------------------
+
+
+def _isvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    kind = str(obj.get("kind"))
+    name, ns, meta = identity(obj, ctx.namespace)
+    spec = as_dict(obj.get("spec"))
+    predictor = spec.get("predictor")
+    if not isinstance(predictor, dict):
+        raise WorkloadError("spec.predictor is missing")
+    replicas = count(predictor.get("minReplicas"), 1, "spec.predictor.minReplicas")
+    warnings: list[str] = []
+
+    def view(role: str, pod_meta: dict[str, Any], pod_spec: dict[str, Any], group: int) -> PodView:
+        return PodView(kind=kind, namespace=ns, name=name, meta=inherit_annotations(pod_meta, meta), spec=pod_spec,
+                       role=role, group_size=group)
+
+    pod_meta = {"annotations": as_dict(predictor.get("annotations")), "labels": as_dict(predictor.get("labels"))}
+    model = _model_of(predictor)
+    out: list[Role] = []
+    if model is None:
+        # A custom predictor: its own containers are the pod.
+        pod = {k: v for k, v in predictor.items() if k not in _COMPONENT_ONLY}
+        out.append(Role("predictor", view("predictor", pod_meta, pod, 1), 1, replicas))
+    else:
+        runtime, note = _runtime_for(model, predictor, ns, ctx)
+        rt_spec = as_dict(runtime.get("spec"))
+        head_container = _merge_runtime(rt_spec.get("containers"), MAIN, _container_of(model), meta)
+        head_container = _with_model_id(head_container, model)
+        pod = _merge_pod(rt_spec, predictor)
+        worker_spec = predictor.get("workerSpec")
+        if worker_spec is None:
+            pod["containers"] = [head_container]
+            out.append(Role("predictor", view("predictor", pod_meta, pod, 1), 1, replicas))
+        else:
+            out.extend(_multinode(runtime, rt_spec, predictor, head_container, pod, ctx, view, replicas, meta))
+        if note and any(gpu_count(c, ctx.gpu_resource) for r in out for c in r.view.containers()):
+            warnings.append(f"{kind.lower()}/{name}: {note}")
+    for component in ("transformer", "explainer"):
+        part = spec.get(component)
+        if isinstance(part, dict) and as_list(part.get("containers")):
+            pod = {k: v for k, v in part.items() if k not in _COMPONENT_ONLY}
+            c_meta = {"annotations": as_dict(part.get("annotations"))}
+            out.append(Role(component, view(component, c_meta, pod, 1), 1,
+                            count(part.get("minReplicas"), 1, f"spec.{component}.minReplicas")))
+    return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)
+
+
+def _model_of(predictor: dict[str, Any]) -> dict[str, Any] | None:
+    model = predictor.get("model")
+    if isinstance(model, dict):
+        return model
+    for framework in _FRAMEWORKS:
+        part = predictor.get(framework)
+        if isinstance(part, dict):
+            return {**part, "modelFormat": {"name": framework}}
+    return None
+
+
+def _container_of(model: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in model.items() if k not in _MODEL_ONLY}
+
+
+def _format(model: dict[str, Any]) -> tuple[str, str | None]:
+    fmt = as_dict(model.get("modelFormat"))
+    version = fmt.get("version")
+    return str(fmt.get("name") or ""), str(version) if version is not None else None
+
+
+def _runtime_for(model: dict[str, Any], predictor: dict[str, Any], ns: str,
+                 ctx: Context) -> tuple[dict[str, Any], str]:
+    """The runtime KServe would pick, and a note when vramgate falls back to the default HF runtime."""
+    multinode = predictor.get("workerSpec") is not None
+    default = DEFAULT_HF_MULTINODE_RUNTIME if multinode else DEFAULT_HF_RUNTIME
+    fallback = f"judged with KServe's default Hugging Face runtime shape ({default['metadata']['name']})"
+    named = model.get("runtime")
+    runtimes = ctx.runtimes
+    if isinstance(named, str) and named:
+        found = runtimes.lookup("ServingRuntime", named, ns) if runtimes is not None else None
+        if found is not None:
+            return found, ""
+        where = "in the files given" if runtimes is not None else "to vramgate at admission"
+        return default, f"ServingRuntime or ClusterServingRuntime {named!r} is not visible {where}; {fallback}"
+    fmt, version = _format(model)
+    if runtimes is not None:
+        best: tuple[int, dict[str, Any]] | None = None
+        for rt in runtimes.all("ServingRuntime", ns):
+            rt_spec = as_dict(rt.get("spec"))
+            if rt_spec.get("disabled") is True or (rt_spec.get("workerSpec") is not None) != multinode:
+                continue
+            for f in as_list(rt_spec.get("supportedModelFormats")):
+                f = as_dict(f)
+                if f.get("name") != fmt or f.get("autoSelect") is not True:
+                    continue
+                if version is not None and str(f.get("version", "")) != version:
+                    continue
+                raw = f.get("priority")
+                priority = raw if isinstance(raw, int) else 0
+                if best is None or priority > best[0]:
+                    best = (priority, rt)
+        if best is not None:
+            return best[1], ""
+    if fmt == "huggingface":
+        return default, ""  # what KServe installs for this format: no guess, no warning
+    return default, f"no ServingRuntime for model format {fmt or '(none)'!r} is visible; {fallback}"
+
+
+_PLACEHOLDER = re.compile(r"\{\{\s*(?:\.(Name|Namespace|GenerateName)|\.(Labels|Annotations)\.([A-Za-z0-9_]+)|"
+                          r"index\s+\.(Labels|Annotations)\s+\"([^\"]+)\")\s*\}\}")
+
+
+def fill_placeholders(value: Any, meta: dict[str, Any]) -> Any:
+    """Strings under ``value`` with KServe's ``{{.Name}}``-style placeholders filled from ``meta``."""
+    if isinstance(value, str):
+        if "{{" not in value:
+            return value
+
+        def sub(m: re.Match[str]) -> str:
+            if m.group(1):
+                return str(meta.get(m.group(1)[0].lower() + m.group(1)[1:]) or "")
+            field, key = (m.group(2), m.group(3)) if m.group(2) else (m.group(4), m.group(5))
+            return str(as_dict(meta.get(field.lower())).get(key, ""))
+
+        return _PLACEHOLDER.sub(sub, value)
+    if isinstance(value, list):
+        return [fill_placeholders(v, meta) for v in value]
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, meta) for k, v in value.items()}
+    return value
+
+
+def _merge_named(base: list[Any], overlay: list[Any], key: str) -> list[Any]:
+    """Strategic merge of a list keyed by ``key`` (env by name): same-key entries merge, new ones append."""
+    out = [copied(b) for b in base]
+    index = {str(b.get(key)): i for i, b in enumerate(out) if isinstance(b, dict)}
+    for o in overlay:
+        if not isinstance(o, dict):
+            continue
+        i = index.get(str(o.get(key)))
+        if i is None:
+            out.append(copied(o))
+            continue
+        merged = {**out[i], **copied(o)}
+        if "value" in o:
+            merged.pop("valueFrom", None)
+        elif "valueFrom" in o:
+            merged.pop("value", None)
+        out[i] = merged
+    return out
+
+
+def merge_container(runtime: dict[str, Any], isvc: dict[str, Any]) -> dict[str, Any]:
+    """KServe's MergeRuntimeContainers: strategic merge patch of ``isvc`` onto ``runtime``, args concatenated."""
+    out: dict[str, Any] = copied(runtime)
+    for key, value in isvc.items():
+        if key == "env":
+            out["env"] = _merge_named(as_list(runtime.get("env")), as_list(value), "name")
+        elif key == "resources" and isinstance(value, dict):
+            res = as_dict(copied(runtime.get("resources")))
+            for section, amounts in value.items():
+                if isinstance(amounts, dict):
+                    res[section] = {**as_dict(res.get(section)), **copied(amounts)}
+                else:
+                    res[section] = copied(amounts)
+            out["resources"] = res
+        elif key == "volumeMounts":
+            out[key] = _merge_named(as_list(runtime.get(key)), as_list(value), "mountPath")
+        elif key == "ports":
+            out[key] = _merge_named(as_list(runtime.get(key)), as_list(value), "containerPort")
+        elif key != "args" and value is not None:
+            out[key] = copied(value)
+    out["args"] = [*as_list(runtime.get("args")), *as_list(isvc.get("args"))]
+    if not out["args"]:
+        del out["args"]
+    if not out.get("name"):
+        out["name"] = runtime.get("name", MAIN)
+    return out
+
+
+def _merge_runtime(containers: Any, name: str, isvc: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    listed = [c for c in as_list(containers) if isinstance(c, dict)]
+    base = next((c for c in listed if c.get("name") == name), listed[0] if listed else {"name": name})
+    merged = merge_container(base, isvc)
+    filled: dict[str, Any] = fill_placeholders(merged, meta)
+    return filled
+
+
+def _with_model_id(container: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """The HF runtime serves the ``hf://org/model`` of ``storageUri``: say so with ``--model_id``."""
+    uri = model.get("storageUri")
+    if not isinstance(uri, str) or not uri.startswith("hf://"):
+        return container
+    text = " ".join(str(t) for k in ("command", "args") for t in as_list(container.get(k)))
+    if "--model_id" in text or "--model " in text or "--model=" in text:
+        return container
+    repo = uri.removeprefix("hf://").split(":", 1)[0].strip("/")
+    return {**container, "args": [*as_list(container.get("args")), f"--model_id={repo}"]} if repo else container
+
+
+def _merge_pod(rt_spec: dict[str, Any], predictor: dict[str, Any]) -> dict[str, Any]:
+    """KServe's MergePodSpec: the runtime's scheduling fields overlaid by the predictor's pod fields."""
+    pod: dict[str, Any] = {k: copied(rt_spec[k]) for k in _POD_FROM_RUNTIME if k in rt_spec}
+    for key, value in predictor.items():
+        if key in _COMPONENT_ONLY or key == "containers":
+            continue
+        if key == "tolerations" or key == "volumes":
+            pod[key] = _merge_named(as_list(pod.get(key)), as_list(value), "key" if key == "tolerations" else "name")
+        elif key == "nodeSelector" and isinstance(value, dict):
+            pod[key] = {**as_dict(pod.get(key)), **value}
+        else:
+            pod[key] = value
+    return pod
+
+
+def _expand_parallel(container: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    """The shell expansion of ``${TENSOR_PARALLEL_SIZE}`` etc. in the command, as the pod's shell will do it."""
+    def expand(text: Any) -> Any:
+        if not isinstance(text, str):
+            return text
+        for k, v in env.items():
+            text = text.replace("${" + k + "}", v).replace("$(" + k + ")", v)
+        return text
+    out = dict(container)
+    for key in ("command", "args"):
+        if key in container:
+            out[key] = [expand(t) for t in as_list(container.get(key))]
+    return out
+
+
+def _set_gpus(container: dict[str, Any], resource: str, n: int) -> dict[str, Any]:
+    res = as_dict(copied(container.get("resources")))
+    for section in ("limits", "requests"):
+        amounts = as_dict(res.get(section))
+        if n > 0:
+            amounts[resource] = str(n)
+        else:
+            amounts.pop(resource, None)
+        res[section] = amounts
+    return {**container, "resources": res}
+
+
+def _multinode(runtime: dict[str, Any], rt_spec: dict[str, Any], predictor: dict[str, Any],
+               head: dict[str, Any], head_pod: dict[str, Any], ctx: Context, view: Callable[..., PodView],
+               replicas: int, meta: dict[str, Any]) -> list[Role]:
+    """Head and worker roles of a multi-node predictor (KServe's multiNodeProcess)."""
+    isvc_ws = as_dict(predictor.get("workerSpec"))
+    rt_ws = as_dict(rt_spec.get("workerSpec"))
+    pp = count(isvc_ws.get("pipelineParallelSize", rt_ws.get("pipelineParallelSize")), 1,
+               "spec.predictor.workerSpec.pipelineParallelSize", minimum=1)
+    tp = count(isvc_ws.get("tensorParallelSize", rt_ws.get("tensorParallelSize")), 1,
+               "spec.predictor.workerSpec.tensorParallelSize", minimum=1)
+    isvc_workers = [c for c in as_list(isvc_ws.get("containers")) if isinstance(c, dict)]
+    worker = _merge_runtime(rt_ws.get("containers"), WORKER, isvc_workers[0] if isvc_workers else {}, meta)
+    resource = ctx.gpu_resource
+    total = tp * pp
+    head_gpus, worker_gpus = gpu_count(head, resource), gpu_count(worker, resource)
+    if as_dict(as_dict(runtime.get("metadata")).get("annotations")).get(EXECUTOR_BACKEND) == "mp" or \
+            as_dict(rt_spec.get("annotations")).get(EXECUTOR_BACKEND) == "mp":
+        nodes, worker_gpus, head_gpus = pp, tp, tp
+    elif worker_gpus > 0:
+        nodes = math.ceil(total / worker_gpus)
+        new_head = total - worker_gpus * (nodes - 1)
+        if head_gpus > 0:
+            if math.ceil(total / head_gpus) == 1:
+                nodes = 1
+        else:
+            head_gpus = new_head
+        if nodes == 1:
+            worker_gpus, head_gpus = 0, total
+    elif head_gpus > 0:
+        nodes = 1 + (math.ceil((total - head_gpus) / 1) if total > head_gpus else 0)
+        worker_gpus = 1
+    else:
+        nodes, worker_gpus, head_gpus = total, 1, 1
+    env = {"TENSOR_PARALLEL_SIZE": str(tp), "PIPELINE_PARALLEL_SIZE": str(pp)}
+    head = _expand_parallel(_set_gpus(head, resource, head_gpus), env)
+    head_pod = {**head_pod, "containers": [head]}
+    out = [Role("head", view("head", {}, head_pod, nodes), nodes, replicas)]
+    if nodes > 1:
+        w_pod: dict[str, Any] = {k: copied(rt_ws[k]) for k in _POD_FROM_RUNTIME if k in rt_ws}
+        w_pod.update({k: v for k, v in isvc_ws.items()
+                      if k not in ("containers", "pipelineParallelSize", "tensorParallelSize")})
+        # Workers hold their share of the head's model: judge them with the head's command.
+        w = {**_set_gpus(worker, resource, worker_gpus), "command": head.get("command", []),
+             "args": head.get("args", [])}
+        w_pod["containers"] = [w]
+        out.append(Role("worker", view("worker", {}, w_pod, nodes), nodes, replicas * (nodes - 1)))
+    return out
+
+
+# --- LLMInferenceService ----------------------------------------------------------------------------
+
+
+def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    kind = str(obj.get("kind"))
+    name, ns, meta = identity(obj, ctx.namespace)
+    spec = as_dict(obj.get("spec"))
+    model = as_dict(spec.get("model"))
+    uri = model.get("uri")
+    served = uri.split("://", 1)[1] if isinstance(uri, str) and uri.startswith("hf://") else None
+    model_name = served or (model.get("name") if isinstance(model.get("name"), str) else None)
+    out: list[Role] = []
+    warnings: list[str] = []
+    prefill = spec.get("prefill")
+    has_prefill = isinstance(prefill, dict) and bool(prefill)
+    for role, part in (("decode" if has_prefill else "", spec), ("prefill", prefill)):
+        if not isinstance(part, dict) or (role == "prefill" and not has_prefill):
+            continue
+        where = "spec.prefill" if role == "prefill" else "spec"
+        replicas = count(part.get("replicas"), 1, f"{where}.replicas")
+        par = as_dict(part.get("parallelism"))
+        tp = count(par.get("tensor"), 1, f"{where}.parallelism.tensor", minimum=1)
+        pp = count(par.get("pipeline"), 1, f"{where}.parallelism.pipeline", minimum=1)
+        data = count(par.get("data"), 1, f"{where}.parallelism.data", minimum=1)
+        data_local = count(par.get("dataLocal"), 1, f"{where}.parallelism.dataLocal", minimum=1)
+        # ParallelismSpec.GetSize: data parallel → data / dataLocal pods (each a full TP replica); pipeline → PP.
+        size = max(data // data_local, 1) if "data" in par or "dataLocal" in par else pp
+        group = pp if pp > 1 else 1
+        template = part.get("template")
+        pod: dict[str, Any] = copied(template) if isinstance(template, dict) else {}
+        pod["containers"] = [_llm_main(c, model_name, tp, pp) for c in as_list(pod.get("containers"))
+                             if isinstance(c, dict)] or [_llm_main({"name": "main"}, model_name, tp, pp)]
+        pod_meta = inherit_annotations({"annotations": as_dict(part.get("annotations")),
+                                        "labels": as_dict(part.get("labels"))}, meta)
+        label = role if part.get("worker") is None else f"{role} leader".strip()
+        out.append(Role(label, PodView(kind, ns, name, pod_meta, pod, label, group), group, replicas))
+        worker = part.get("worker")
+        if isinstance(worker, dict) and size > 1:
+            w_pod = copied(worker)
+            w_pod["containers"] = [_llm_main(c, model_name, tp, pp) for c in as_list(w_pod.get("containers"))
+                                   if isinstance(c, dict)]
+            w_label = f"{role} worker".strip()
+            out.append(Role(w_label, PodView(kind, ns, name, pod_meta, w_pod, w_label, group), group,
+                            replicas * (size - 1)))
+    if model_name is None and not isinstance(uri, str):
+        warnings.append(f"{kind.lower()}/{name}: spec.model.uri is missing")
+    return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)
+
+
+def _llm_main(container: dict[str, Any], model: str | None, tp: int, pp: int) -> dict[str, Any]:
+    """The ``main`` container as the default LLMInferenceServiceConfig runs it, unless the user set a command."""
+    if container.get("name") != "main" or container.get("command") or not model:
+        return container
+    args = ["vllm", "serve", model]
+    if tp > 1:
+        args += ["--tensor-parallel-size", str(tp)]
+    if pp > 1:
+        args += ["--pipeline-parallel-size", str(pp)]
+    return {"image": "ghcr.io/llm-d/llm-d-cuda", **container, "command": [], "args": [*args, *as_list(
+        container.get("args"))]}

@@ -1,0 +1,148 @@
+"""Kubeflow Trainer v2 (TrainJob, TrainingRuntime, ClusterTrainingRuntime) and Kubeflow PyTorchJob.
+
+Shapes: https://github.com/kubeflow/trainer/blob/master/pkg/apis/trainer/v1alpha1/trainjob_types.go
+(``spec.runtimeRef.{name, kind}``, ``spec.trainer.{image, command, args, env, numNodes, resourcesPerNode}``),
+trainingruntime_types.go (``spec.mlPolicy.numNodes``, ``spec.template.spec``: a JobSet spec whose
+``node`` job runs the trainer in its ``node`` container — manifests/base/runtimes/torch_distributed.yaml),
+and https://github.com/kubeflow/training-operator/blob/master/pkg/apis/kubeflow.org/v1/pytorch_types.go
+(``spec.pytorchReplicaSpecs.{Master, Worker}.{replicas, template}``). The nodes of one job together
+train one model: the group is the whole job (whether its GPUs shard or replicate the model is the
+training parallelism's call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .jobset import replicated_jobs
+from .runtimes import Context
+from .view import (
+    PodView,
+    Role,
+    RoleSet,
+    WorkloadError,
+    as_dict,
+    as_list,
+    copied,
+    count,
+    identity,
+    inherit_annotations,
+    pod_gpus,
+    template_parts,
+)
+
+KINDS = frozenset({"TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PyTorchJob"})
+TRAINER_JOB = "node"
+TRAINER_CONTAINER = "node"
+_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+
+
+def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    kind = obj.get("kind")
+    if kind == "PyTorchJob":
+        return _pytorchjob(obj, ctx)
+    if kind == "TrainJob":
+        return _trainjob(obj, ctx)
+    return _runtime(obj, ctx)
+
+
+def _is_trainer(job: str, pod_meta: dict[str, Any], rj_meta: dict[str, Any]) -> bool:
+    labels = {**as_dict(rj_meta.get("labels")), **as_dict(pod_meta.get("labels"))}
+    return labels.get(_ANCESTOR) == "trainer" or job == TRAINER_JOB
+
+
+def _runtime_jobs(runtime: dict[str, Any], where: str) -> tuple[list[tuple[str, dict[str, Any], dict[str, Any], int]],
+                                                                int | None]:
+    spec = as_dict(runtime.get("spec"))
+    nodes = as_dict(spec.get("mlPolicy")).get("numNodes")
+    jobs = replicated_jobs(as_dict(as_dict(spec.get("template")).get("spec")), f"{where}.template.spec")
+    return jobs, count(nodes, 1, f"{where}.mlPolicy.numNodes", minimum=1) if nodes is not None else None
+
+
+def _runtime(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    kind = str(obj.get("kind"))
+    name, ns, meta = identity(obj, ctx.namespace)
+    jobs, nodes = _runtime_jobs(obj, "spec")
+    out = []
+    for job, pm, pod, pods in jobs:
+        trainer = job == TRAINER_JOB or as_dict(pm.get("labels")).get(_ANCESTOR) == "trainer"
+        n = nodes if trainer and nodes is not None else pods
+        out.append(Role(job, PodView(kind, ns, name, inherit_annotations(pm, meta), pod, job, n if trainer else 1),
+                        n if trainer else 1, n))
+    return RoleSet(kind, name, tuple(out), grouped=True)
+
+
+def _trainjob(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    kind = str(obj.get("kind"))
+    name, ns, meta = identity(obj, ctx.namespace)
+    spec = as_dict(obj.get("spec"))
+    trainer = as_dict(spec.get("trainer"))
+    ref = as_dict(spec.get("runtimeRef"))
+    rt_kind = ref.get("kind") if ref.get("kind") in ("TrainingRuntime", "ClusterTrainingRuntime") else \
+        "ClusterTrainingRuntime"
+    rt_name = ref.get("name")
+    runtime = ctx.runtimes.get(str(rt_kind), rt_name, ns) if ctx.runtimes is not None and isinstance(
+        rt_name, str) else None
+    warnings: list[str] = []
+    jobs: list[tuple[str, dict[str, Any], dict[str, Any], int]] = []
+    rt_nodes: int | None = None
+    if runtime is not None:
+        jobs, rt_nodes = _runtime_jobs(runtime, f"{rt_kind}/{rt_name} spec")
+    nodes = count(trainer.get("numNodes"), rt_nodes or 1, "spec.trainer.numNodes", minimum=1)
+    out: list[Role] = []
+    found = False
+    for job, pm, pod, pods in jobs:
+        if _is_trainer(job, pm, {}) and not found:
+            found = True
+            pod = _override(pod, trainer)
+            out.append(Role(job, PodView(kind, ns, name, inherit_annotations(pm, meta), pod, job, nodes), nodes,
+                            nodes))
+        else:
+            out.append(Role(job, PodView(kind, ns, name, inherit_annotations(pm, meta), pod, job, 1), 1, pods))
+    if not found:
+        pod = _override({"containers": [{"name": TRAINER_CONTAINER}]}, trainer)
+        if isinstance(rt_name, str) and runtime is None and (ctx.runtimes or pod_gpus(pod, ctx.gpu_resource)):
+            warnings.append(f"{kind.lower()}/{name}: {rt_kind} {rt_name!r} is not visible to vramgate here; judged "
+                            "from spec.trainer alone")
+        out.append(Role(TRAINER_JOB, PodView(kind, ns, name, inherit_annotations({}, meta), pod, TRAINER_JOB, nodes),
+                        nodes, nodes))
+    return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)
+
+
+def _override(pod: dict[str, Any], trainer: dict[str, Any]) -> dict[str, Any]:
+    """The trainer pod with the TrainJob's ``spec.trainer`` applied to its ``node`` container."""
+    containers = [c for c in as_list(pod.get("containers")) if isinstance(c, dict)]
+    idx = next((i for i, c in enumerate(containers) if c.get("name") == TRAINER_CONTAINER), 0 if containers else None)
+    if idx is None:
+        containers, idx = [{"name": TRAINER_CONTAINER}], 0
+    c = dict(containers[idx])
+    for key in ("image", "command", "args"):
+        if trainer.get(key) is not None:
+            c[key] = copied(trainer[key])
+    if isinstance(trainer.get("env"), list):
+        names = {str(e.get("name")) for e in trainer["env"] if isinstance(e, dict)}
+        c["env"] = [*(e for e in as_list(c.get("env")) if not (isinstance(e, dict) and str(e.get("name")) in names)),
+                    *copied(trainer["env"])]
+    if isinstance(trainer.get("resourcesPerNode"), dict):
+        c["resources"] = copied(trainer["resourcesPerNode"])
+    containers[idx] = c
+    return {**pod, "containers": containers}
+
+
+def _pytorchjob(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    kind = str(obj.get("kind"))
+    name, ns, meta = identity(obj, ctx.namespace)
+    specs = as_dict(obj.get("spec")).get("pytorchReplicaSpecs")
+    if not isinstance(specs, dict):
+        raise WorkloadError("spec.pytorchReplicaSpecs is missing")
+    parts = []
+    for rtype, rs in specs.items():
+        w = f"spec.pytorchReplicaSpecs.{rtype}"
+        if not isinstance(rs, dict):
+            raise WorkloadError(f"{w} must be a mapping")
+        pm, pod = template_parts(rs.get("template"), f"{w}.template")
+        parts.append((str(rtype).lower(), pm, pod, count(rs.get("replicas"), 1, f"{w}.replicas")))
+    total = max(sum(p[3] for p in parts), 1)
+    return RoleSet(kind, name, tuple(
+        Role(role, PodView(kind, ns, name, inherit_annotations(pm, meta), pod, role, total), total, n)
+        for role, pm, pod, n in parts), grouped=True)

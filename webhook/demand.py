@@ -265,6 +265,16 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     tp = _int_setting(settings, "tp")
     pp = _int_setting(settings, "pp") or 1
     model_gpus = gpus * group
+    # Only where the engine's own command line is in view: an image run with no arguments may get its
+    # parallelism from somewhere vramgate cannot see.
+    saw_cmdline = any(f.source.startswith("arg ") for f in settings.values.values())
+    one_gpu_default = (engine in (vllm_engine.NAME, sglang.NAME) and tp is None and settings.value("pp") is None
+                       and settings.value("launcher") is None and saw_cmdline
+                       and workload_found_is_inference(ann, settings))
+    if one_gpu_default and model_gpus > 1:
+        # vLLM and SGLang default to --tensor-parallel-size 1: the model sits on one GPU (the others idle
+        # or hold data-parallel replicas).
+        model_gpus = 1
     if tp is not None:
         tp_found = settings.get("tp")
         assert tp_found is not None
@@ -331,12 +341,18 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         engine_version=_version(ann, settings), pipeline=pp,
     )
     req = _engine_specifics(req, ann, settings, workload, warnings)
-    if engine in ("vllm", "sglang") and tp is None and gpus > 1 and workload == "inference":
-        warnings.append(f"{engine} runs on one GPU unless told otherwise: add --tensor-parallel-size {gpus} "
-                        f"(or {'--tp' if engine == 'sglang' else '-tp'} {gpus}) to use all {gpus} GPUs")
+    if one_gpu_default and gpus * group > 1:
+        flag = "--tp" if engine == "sglang" else "--tensor-parallel-size"
+        warnings.append(f"{engine} puts the model on one GPU unless told otherwise: priced on one GPU; add "
+                        f"{flag} {gpus * group} to split it over all {gpus * group} GPUs")
     est = estimate(req)
     util = util_declared or _default_util(engine, config, workload, tp or model_gpus)
     return done(model=model, spec=spec, estimate=est, utilization=util)
+
+
+def workload_found_is_inference(ann: dict[str, str], settings: Settings) -> bool:
+    declared = (ann.get(d.A_WORKLOAD) or "").strip().lower()
+    return declared != "training" and settings.engine != trainers.NAME
 
 
 def _engine_of(ann: dict[str, str], settings: Settings) -> str:

@@ -193,6 +193,13 @@ def test_unknown_engine_kv_dtype_is_a_warning_not_a_rejection() -> None:
     assert any("fp8_inc" in w for w in d.warnings)
 
 
-def test_vllm_on_several_gpus_without_tp_warns() -> None:
+def test_vllm_on_several_gpus_without_tp_is_priced_on_one() -> None:
+    # vLLM's tensor_parallel_size defaults to 1 (vllm/config.py ParallelConfig): the model sits on one GPU.
     d = demand(pod(gpu("vllm/vllm-openai:v0.10.1", 2, args=["--model", "meta-llama/Llama-3.1-8B-Instruct"])))
     assert any("--tensor-parallel-size 2" in w for w in d.warnings)
+    assert d.estimate is not None and d.estimate.request.gpus == 1 and d.gpus == 2
+    # KServe's Hugging Face server and bare images may set it where vramgate cannot see: split as requested.
+    hf = demand(pod(gpu("kserve/huggingfaceserver:v0.15.0", 2, args=[
+        "--model_name=llama", "--model_id=meta-llama/Llama-3.1-8B-Instruct", "--max_model_len", "8192"])))
+    assert hf.engine == "vllm" and hf.estimate is not None and hf.estimate.request.gpus == 2
+    assert hf.spec is not None and hf.spec.name == "llama-3.1-8b-instruct"

@@ -56,7 +56,9 @@ _FLAG_OPTIONS = (
 OPTIONS = OptionTable(
     names=frozenset(_VALUE_OPTIONS + _FLAG_OPTIONS),
     aliases={"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
-             "-q": "--quantization", "-O": "--compilation-config", "-dpl": "--data-parallel-size-local"},
+             "-q": "--quantization", "-O": "--compilation-config", "-dpl": "--data-parallel-size-local",
+             # KServe's Hugging Face server passes vLLM's engine args through, with its own model flags.
+             "--model-id": "--model", "--model-dir": "--model"},
     flags=frozenset(_FLAG_OPTIONS),
 )
 SETTINGS: Mapping[str, Setting] = {
@@ -79,10 +81,20 @@ SETTINGS: Mapping[str, Setting] = {
     "use_v1": Setting((), ("VLLM_USE_V1",)),
 }
 _MODULES = ("vllm.entrypoints",)
+# KServe's Hugging Face runtime: `python -m huggingfaceserver --model_id … [vLLM engine args]`; it serves
+# with vLLM unless `--backend huggingface` says otherwise.
+_HF_SERVER = "huggingfaceserver"
 
 
 def argv_words(image: str, commands: Sequence[Command]) -> tuple[list[str], str] | None:
     """The words vLLM parses (after ``serve`` / the module) and how it was started, or None."""
+    h = find_command(commands, (_HF_SERVER,), (_HF_SERVER,))
+    if h is not None or (_HF_SERVER in image.lower() and len(commands) <= 1):
+        if h is None:
+            return (list(commands[0].words) if commands else []), _HF_SERVER
+        words = list(commands[h].words)
+        start = words.index("-m") + 2 if "-m" in words else 1
+        return words[start:], _HF_SERVER
     i = find_command(commands, ("vllm",), _MODULES)
     if i is not None:
         words = list(commands[i].words)
@@ -112,7 +124,12 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
     argv = parse_argv(words, OPTIONS)
     version = version_of(image, IMAGE_REPOS)
     settings = Settings(NAME, version, f"image {image}" if version else "newest known")
-    if argv.positionals and not argv.has("--model"):
+    if how == _HF_SERVER:
+        backend = (argv.get("--backend") or "vllm").lower()
+        settings.put("launcher", _HF_SERVER, "command")
+        if backend not in ("vllm", "auto"):
+            settings.notes.append(f"huggingfaceserver --backend {backend}: priced as vLLM")
+    elif argv.positionals and not argv.has("--model"):
         settings.put("model", argv.positionals[0], f"arg {how} <model>")
     read_settings(settings, SETTINGS, argv, env)
     return settings

@@ -31,7 +31,7 @@ from .engines.base import parse_version
 from .engines.cmdline import Command
 from .engines.identity import identify
 from .precision import ACCEPTED as PRECISIONS_ACCEPTED
-from .precision import canonical, is_kv_dtype
+from .precision import PRECISIONS, canonical, is_kv_dtype
 from .quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
 from .vram import Estimate, EstimateRequest, Workload
 from .workload import PodView, WorkloadError
@@ -41,6 +41,7 @@ UNKNOWN_MODEL_CONTEXT = 4096
 # Sequence length a training run uses when nothing declares one (LLaMA-Factory's cutoff_len default).
 TRAINING_CONTEXT = 2048
 ConfigMapLookup = Any  # Callable[[str, str], str | None]; kept loose for the adapters
+_PLACEHOLDER = re.compile(r"^\s*(\$\{?[A-Za-z_]\w*\}?|\{\{.*\}\}|<[^>]+>|[A-Z][A-Z0-9]*(_[A-Z0-9]+)+)\s*$")
 
 
 class DeclarationError(ValueError):
@@ -71,6 +72,7 @@ class Demand:
     warnings: tuple[str, ...] = field(default=())
     # Where each input came from: ("context", "arg --max-model-len"), ("model", "env MODEL_ID via $(MODEL_ID)").
     sources: tuple[tuple[str, str], ...] = field(default=())
+    group_size: int = 1  # pods that together hold one model instance (LWS size, --nnodes)
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -120,6 +122,8 @@ def _gpu_count(container: dict[str, Any], resource: str, where: str) -> int:
             try:
                 count = int(str(raw))
             except ValueError:
+                if isinstance(raw, str) and _PLACEHOLDER.search(raw):
+                    return 1  # an unfilled template value (`$GPU_PER_NODE`): at least one GPU, size unknown
                 raise DeclarationError(f"{where} {key}[{resource}]", str(raw), "use a whole number") from None
             if count < 0:
                 raise DeclarationError(f"{where} {key}[{resource}]", str(raw), "use a whole number")
@@ -204,7 +208,13 @@ def _mm_items(found: Found | None) -> int | None:
 
 def _int_setting(s: Settings, key: str) -> int | None:
     found = s.get(key)
-    return _parse(found, parse_positive_int, "use a whole number") if found else None
+    if found is None or _unresolved(found.value):
+        return None  # `--nnodes $(LWS_GROUP_SIZE)`, `$NUM_NODES`: filled in at run time, unknown here
+    return _parse(found, parse_positive_int, "use a whole number")
+
+
+def _unresolved(value: str) -> bool:
+    return "$(" in value or "${" in value or bool(_PLACEHOLDER.search(value))
 
 
 def _main(readings: list[ContainerReading]) -> ContainerReading:
@@ -262,6 +272,12 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         sources.append(("gpu-memory-utilization", util_found.source))
 
     group = max(1, int(getattr(view, "group_size", 1) or 1))
+    nnodes = _int_setting(settings, "nnodes")
+    if group == 1 and nnodes and nnodes > 1:
+        # SGLang --nnodes, torchrun --nnodes, accelerate --num_machines: one instance spans that many pods.
+        group = nnodes
+        nn = settings.get("nnodes")
+        sources.append(("group", f"{nn.source if nn else 'nnodes'}: the model spans {nnodes} pods"))
     tp = _int_setting(settings, "tp")
     pp = _int_setting(settings, "pp") or 1
     model_gpus = gpus * group
@@ -292,7 +308,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         return Demand(
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
-            sources=tuple(sources), **kw,
+            sources=tuple(sources), group_size=group, **kw,
         )
 
     if explicit is not None:
@@ -418,14 +434,19 @@ def _precision(ann: dict[str, str], s: Settings, in_id: str | None, spec: ModelS
             quant = Found("nf4", four.source if four else "arg --quantization_bit")
         elif s.flag("load_in_8bit") or s.value("quantization_bit") == "8":
             quant = Found("int8", "arg --load_in_8bit")
-    found = _first(_annotation(ann, d.A_PRECISION), quant,
-                   Found(in_id, "model id") if in_id else None, dtype)
-    if found is not None:
-        precision = canonical(found.value)
+    declared = _annotation(ann, d.A_PRECISION)
+    if declared is not None:
+        precision = canonical(declared.value)
         if precision is None:
-            raise DeclarationError(found.source, found.value, "use one of " + PRECISIONS_ACCEPTED)
-        sources.append(("precision", found.source))
+            raise DeclarationError(declared.source, declared.value, "use one of " + PRECISIONS_ACCEPTED)
+        sources.append(("precision", declared.source))
         return precision
+    # What the engine and the model id say: a value vramgate cannot price is passed over, never rejected
+    # (the engine accepted it).
+    for found in (quant, Found(in_id, "model id") if in_id else None, dtype):
+        if found is not None and (precision := canonical(found.value)) is not None:
+            sources.append(("precision", found.source))
+            return precision
     if engine == ollama.NAME:
         sources.append(("precision", "Ollama library tag default (q4_k_m)"))
         return "q4_k_m"
@@ -510,6 +531,8 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
             raise DeclarationError(d.A_FINETUNE, finetune, "use full, lora or qlora")
         if finetune == "qlora" and req.precision in ("bf16", "fp16", "fp32"):
             req = req.but(precision="nf4")
+        if finetune is None:
+            finetune = "qlora" if PRECISIONS[req.precision].quantized else "full"
         par_found = _annotation(ann, d.A_PARALLELISM)
         par = par_found.value.lower() if par_found else (trainers.parallelism_of(s) or "ddp")
         if par not in ("ddp", "fsdp", "zero1", "zero2", "zero3"):
@@ -541,6 +564,11 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
         changes["gpu_layers"] = int(layers)
     if req.engine == ollama.NAME:
         changes["slots"] = _int_setting(s, "parallel") or ollama.default_parallel(req.engine_version)
+    if req.engine == llamacpp.NAME and (slots := _int_setting(s, "parallel")) and slots > 1 \
+            and s.get("context") is not None and d.A_CONTEXT not in ann:
+        # llama-server splits --ctx-size over its --parallel slots: each sequence gets ctx / np tokens.
+        changes["context"] = max(1, req.context // slots)
+        changes["slots"] = slots
     if req.engine == tgi.NAME and (prefill := _int_setting(s, "prefill_tokens")) is not None:
         changes["prefill_tokens"] = prefill
     return req.but(**changes) if changes else req

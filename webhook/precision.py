@@ -46,6 +46,8 @@ ALIASES: dict[str, str] = {
     "float": "fp32",
     "full": "fp32",
     "float16": "fp16",
+    "f16": "fp16",
+    "f32": "fp32",
     "half": "fp16",
     "bfloat16": "bf16",
     "float8": "fp8",

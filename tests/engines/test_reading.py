@@ -100,8 +100,9 @@ def test_sglang_default_fraction_by_tp() -> None:
 def test_llamacpp_gguf_file_and_env() -> None:
     d = demand(pod(gpu("ghcr.io/ggml-org/llama.cpp:server-cuda", args=[
         "-m", "/models/qwen2.5-7b-instruct-q4_k_m.gguf", "-c", "16384", "-ngl", "99", "-np", "4"])))
-    assert reading(d) == ("llama.cpp", None, "qwen2.5-7b-instruct", "q4_k_m", 16384, 1)
-    assert d.estimate is not None and d.estimate.request.gpu_layers == 99
+    # -c 16384 shared by -np 4 slots: 4096 tokens per sequence, 16384 of KV in all.
+    assert reading(d) == ("llama.cpp", None, "qwen2.5-7b-instruct", "q4_k_m", 4096, 1)
+    assert d.estimate is not None and d.estimate.request.gpu_layers == 99 and d.estimate.request.slots == 4
     e = demand(pod(gpu("ghcr.io/ggml-org/llama.cpp:server-cuda", env=env(
         LLAMA_ARG_HF_REPO="bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:Q8_0", LLAMA_ARG_CTX_SIZE="8192",
         LLAMA_ARG_N_GPU_LAYERS="999"))))

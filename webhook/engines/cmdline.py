@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,9 @@ _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 # Shell parameter expansion: $VAR, ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:=default}.
 _SHELL_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "(", ")", "\n", "|&"})
+_PUNCTUATION = frozenset(";&|()")
+_SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def kubelet_expand(text: str, env: Mapping[str, str]) -> str:
@@ -147,13 +150,25 @@ class Command:
         return self.words[0].rsplit("/", 1)[-1] if self.words else ""
 
 
-def split_script(script: str, env: Mapping[str, str]) -> list[Command]:
-    """Split a shell script into simple commands, with ``export``/assignments carried forward."""
+def split_script(script: str, env: Mapping[str, str], params: Sequence[str] = ()) -> list[Command]:
+    """Split a shell script into simple commands, with ``export``/assignments carried forward.
+
+    ``params`` are the positional parameters after ``sh -c SCRIPT`` ($0 first): ``"$@"`` expands to them.
+    """
     text = script.replace("\\\r\n", " ").replace("\\\n", " ")
+    # Command substitution is opaque here: `$(NAME)` (left by the kubelet when NAME is not in the
+    # template's env, e.g. LWS_GROUP_SIZE injected at run time) reads as the variable, anything else as a word.
+    text = _SUBSTITUTION.sub(lambda m: "${" + m.group(1) + "}" if _NAME.match(m.group(1)) else "_", text)
     scope = dict(env)
     commands: list[Command] = []
+    positional = list(params[1:])
     for line_words in _words(text):
-        words = [shell_expand(w, scope) for w in line_words]
+        words: list[str] = []
+        for w in line_words:
+            if w in ("$@", "${@}", "$*", "${*}"):
+                words.extend(positional)
+            else:
+                words.append(shell_expand(w, scope))
         assigned: dict[str, str] = {}
         while words and (match := _ASSIGNMENT.match(words[0])):
             assigned[match.group(1)] = match.group(2)
@@ -187,7 +202,7 @@ def _words(text: str) -> Iterable[list[str]]:
     current: list[str] = []
     try:
         for token in _tokens_keep_newlines(lexer):
-            if token in _SEPARATORS:
+            if token in _SEPARATORS or (token and set(token) <= _PUNCTUATION):
                 if current:
                     yield current
                 current = []
@@ -241,17 +256,18 @@ def commands_of(container: Mapping[str, Any], env: Mapping[str, str]) -> list[Co
     if raw[0].rsplit("/", 1)[-1] == "env":
         rest = raw[2:]
     script: str | None = None
+    params: list[str] = []
     for i, word in enumerate(rest):
         if word.startswith("-") and "c" in word.lstrip("-") and not word.startswith("--"):
             script = " ".join(rest[i + 1 : i + 2]) if i + 1 < len(rest) else ""
-            # `sh -c "script" arg0 args…`: positional parameters are rarely flags; keep the script only.
+            params = rest[i + 2 :]  # `sh -c 'exec trl sft "$@"' -- --model …`: $0, then "$@"
             break
         if not word.startswith("-"):
             script = " ".join(shlex.quote(w) for w in rest[i:])  # `bash script.sh args`
             break
     if script is None:
         return []
-    return split_script(script, env)
+    return split_script(script, env, params)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,17 @@ from .cmdline import Command, OptionTable, parse_argv
 
 NAME = "trainer"
 _LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "llamafactory-cli", "tune", "axolotl", "trl")
+_LAUNCH_MODULES = ("axolotl.cli.train", "torch.distributed.run", "torch.distributed.launch", "llamafactory",
+                   "accelerate.commands.launch", "trl", "torchtune")
+# Env a training script reads (GKE's and HF's fine-tuning samples pass their knobs this way).
+_TRAINER_ENVS = ("LORA_R", "LORA_RANK", "MAX_SEQ_LENGTH", "MAX_SEQ_LEN", "TRAIN_BATCH_SIZE",
+                 "PER_DEVICE_TRAIN_BATCH_SIZE", "GRADIENT_ACCUMULATION_STEPS", "NUM_TRAIN_EPOCHS")
+# torchtune recipe configs name the model: llama3_1/8B_lora, qwen2_5/1.5B_full, gemma2/2B_qlora.
+_TUNE_CONFIG = re.compile(r"(llama3_[123]|llama3|llama2|qwen2_5|qwen2|qwen3|gemma2|gemma|mistral|phi3|phi4|code_llama2)"
+                          r"/(\d+(?:\.\d+)?)B", re.IGNORECASE)
+_TUNE_FAMILY = {"llama3_1": "llama-3.1", "llama3_2": "llama-3.2", "llama3_3": "llama-3.3", "llama3": "llama-3",
+                "llama2": "llama-2", "qwen2_5": "qwen2.5", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma-2",
+                "gemma": "gemma", "mistral": "mistral", "phi3": "phi-3", "phi4": "phi-4", "code_llama2": "codellama"}
 _SCRIPT = re.compile(r"(train|sft|finetune|fine_tune|dpo|lora|qlora)[\w-]*\.py$", re.IGNORECASE)
 
 _FLAGS = ("--use_peft", "--load_in_4bit", "--load_in_8bit", "--bf16", "--fp16", "--use_fsdp", "--multi_gpu",
@@ -37,6 +48,9 @@ OPTIONS = OptionTable(
         "--num_machines", "--use_fsdp", "--zero_stage", "--num_gpus", "--config", "--config_file", "--bf16",
         "--fp16", "--mixed_precision", "--output_dir", "--num_train_epochs", "--learning_rate", "--dataset",
         "--dataset_name", "--torch_dtype", "--stage", "--template", "--multi_gpu", "--use_deepspeed",
+        "--lora_alpha", "--lora_dropout", "--lora_target_modules", "--attn_implementation", "--dataset_text_field",
+        "--gradient_accumulation_steps", "--logging_steps", "--save_strategy", "--max_steps", "--report_to",
+        "--master_addr", "--master_port", "--node_rank", "--rdzv_endpoint", "--rdzv_backend", "--rdzv_id",
     )),
     aliases={"--nproc-per-node": "--nproc_per_node"},
     flags=frozenset(_FLAGS),
@@ -59,14 +73,25 @@ SETTINGS: Mapping[str, Setting] = {
     "zero_stage": Setting(("--zero_stage",)),
     "optim": Setting(("--optim",)),
     "nproc": Setting(("--nproc_per_node", "--num_processes", "--num_gpus")),
+    "nnodes": Setting(("--nnodes", "--num_machines")),
     "dtype": Setting(("--torch_dtype",)),
+    # Env twins that training scripts read.
+    "env_model": Setting((), ("MODEL_NAME", "MODEL_ID", "BASE_MODEL")),
+    "env_lora_r": Setting((), ("LORA_R", "LORA_RANK")),
+    "env_context": Setting((), ("MAX_SEQ_LENGTH", "MAX_SEQ_LEN", "SEQ_LEN")),
+    "env_batch": Setting((), ("PER_DEVICE_TRAIN_BATCH_SIZE", "TRAIN_BATCH_SIZE")),
 }
 
 
 def is_launch(commands: Sequence[Command]) -> bool:
     """Whether the commands start a training run (a launcher, a training script or trainer flags)."""
     for cmd in commands:
-        if cmd.program in _LAUNCHERS or any(_SCRIPT.search(w) for w in cmd.words[:4]):
+        program = cmd.program.split(" ", 1)[0]  # `command: ["tune run"]` as some samples write it
+        if program in _LAUNCHERS or any(_SCRIPT.search(w) for w in cmd.words[:4]):
+            return True
+        if program.startswith("python") and any(
+                w == "-m" and i + 1 < len(cmd.words) and cmd.words[i + 1].startswith(_LAUNCH_MODULES)
+                for i, w in enumerate(cmd.words)):
             return True
         if any(w.startswith(("--per_device_train_batch_size", "--num_train_epochs", "--finetuning_type"))
                for w in cmd.words):
@@ -76,14 +101,31 @@ def is_launch(commands: Sequence[Command]) -> bool:
 
 def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
     """The trainer's settings from every command of the container, or None when none trains."""
-    if not is_launch(commands):
+    if not is_launch(commands) and not any(env.get(n) for n in _TRAINER_ENVS):
         return None
     settings = Settings(NAME, None, "launcher")
+    if not commands:
+        read_settings(settings, SETTINGS, None, env)
     for cmd in commands:
         read_settings(settings, SETTINGS, parse_argv(cmd.words[1:], OPTIONS), env)
         for w in cmd.words:
             if w.endswith((".yaml", ".yml")) and "config" not in settings.values:
                 settings.put("config", w, "arg (config file)")
+            if w.startswith("model.lora_rank="):
+                settings.put("lora_r", w.split("=", 1)[1], "torchtune override model.lora_rank")
+            if (m := _TUNE_CONFIG.search(w)) and "model" not in settings.values:
+                name = f"{_TUNE_FAMILY[m.group(1).lower()]}-{m.group(2)}b-instruct"
+                settings.put("model", name, f"torchtune config {w}")
+                if "lora" in w.lower():
+                    kind = "qlora" if "qlora" in w.lower() else "lora"
+                    settings.put("finetuning_type", kind, f"torchtune config {w}")
+                elif "full" in w.lower():
+                    settings.put("finetuning_type", "full", f"torchtune config {w}")
+    for key, twin in (("model", "env_model"), ("lora_r", "env_lora_r"), ("context", "env_context"),
+                      ("micro_batch", "env_batch")):
+        found = settings.get(twin)
+        if found is not None:
+            settings.put(key, found.value, found.source)
     return settings
 
 

@@ -88,6 +88,9 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         model_flag = url if scheme == "s3" else "/model" if scheme == "pvc" else ref
         container["command"] = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
         args = [f"--model={model_flag}", f"--served-model-name={name}", *args]
+    elif engine.lower() == "ollama" and ref:
+        # KubeAI's Ollama server pulls and runs the model at start-up (engine_ollama.go startup probe).
+        container["lifecycle"] = {"postStart": {"exec": {"command": ["ollama", "run", ref]}}}
     if args:
         container["args"] = args
     env = as_dict(spec.get("env"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +128,9 @@ def dig(obj: Any, path: tuple[str, ...]) -> Any:
     return cur
 
 
+_PLACEHOLDER = re.compile(r"^\s*(\$\{?[A-Za-z_]\w*\}?|\{\{.*\}\}|<[^>]+>|[A-Z][A-Z0-9]*(_[A-Z0-9]+)+)\s*$")
+
+
 def count(value: Any, default: int, where: str, minimum: int = 0) -> int:
     """A replica or size field: a whole number ≥ minimum (``default`` when absent), else WorkloadError."""
     if value is None:
@@ -136,6 +140,8 @@ def count(value: Any, default: int, where: str, minimum: int = 0) -> int:
     try:
         n = int(value)
     except ValueError:
+        if isinstance(value, str) and _PLACEHOLDER.search(value):
+            return default  # a template left unfilled in published YAML (`$NUM_NODES`, `{{ .Replicas }}`)
         raise WorkloadError(f"{where} must be a whole number, not {value!r}") from None
     if n < minimum:
         raise WorkloadError(f"{where} must be at least {minimum}, not {n}")

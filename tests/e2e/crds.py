@@ -52,6 +52,7 @@ def fetch(source: CrdSource, timeout: float = 300.0) -> list[Path]:
     if all(p.is_file() for p in wanted):
         return wanted
     cmd = ["go", "mod", "download", "-json", f"{source.module}@{source.version}"]
+    CACHE.mkdir(parents=True, exist_ok=True)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=CACHE.parent)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -494,7 +494,9 @@ def test_mutation_ignore_admits_unmutated_pods_while_down(
     finally:
         gate.register()  # the chart's defaults again
     vwc = cluster.request("GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/vramgate")
-    assert [w["failurePolicy"] for w in vwc["webhooks"]] == ["Fail"]
+    # validate.vramgate.io Fails closed; validate-kinds.vramgate.io (webhook.extraKinds) Ignores by default.
+    assert [(w["name"], w["failurePolicy"]) for w in vwc["webhooks"]] == [
+        ("validate.vramgate.io", "Fail"), ("validate-kinds.vramgate.io", "Ignore")]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -169,37 +169,49 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     h, layers = shape.hidden_size, shape.layers
     quantized = PRECISIONS[req.precision].quantized
     ft = req.finetune or ("qlora" if quantized else "full")
+    eight_bit = req.optimizer_bits != 32
     if ft == "full":
         weights = req.params * (4 if req.precision == "fp32" else 2)
         trainable = req.params
-        grad_b, state_b = (4, 8) if req.precision == "fp32" else (2, 12 if req.optimizer_bits == 32 else 6)
+        # Mixed precision keeps fp32 masters and Adam moments (4 + 8 B); pure bf16 training (torchtune,
+        # LLaMA-Factory pure_bf16, HF on a bf16-loaded model) keeps bf16 moments and no master (4 B);
+        # paged 8-bit Adam with the step fused into backward leaves almost nothing on the GPU.
+        grad_b = 4 if req.precision == "fp32" else 2
+        state_b = 8 if req.precision == "fp32" else (6 if eight_bit else 12)
+        grad_lo, state_lo = (0.0, 0.5) if eight_bit else (float(grad_b), 4.0)
     else:
         weights = weights_bytes(req.params, req.precision if ft == "qlora" or quantized else "bf16", shape, spec)
         trainable = adapter_params(spec, h, layers, req.lora_rank)
         weights += trainable * 4
-        grad_b, state_b = 4, (8 if req.optimizer_bits == 32 else 2)
-    gradients = trainable * grad_b
-    optimizer = trainable * state_b
+        grad_b, state_b = 4, (2 if eight_bit else 8)
+        grad_lo, state_lo = float(grad_b), float(state_b)
+    gradients, optimizer = trainable * grad_b, trainable * state_b
+    gradients_lo, optimizer_lo = trainable * grad_lo, trainable * state_lo
     par = req.parallelism
     if par in ("fsdp", "zero3"):
         weights, gradients, optimizer = weights / g, gradients / g, optimizer / g
+        gradients_lo, optimizer_lo = gradients_lo / g, optimizer_lo / g
     elif par == "zero2":
         gradients, optimizer = gradients / g, optimizer / g
+        gradients_lo, optimizer_lo = gradients_lo / g, optimizer_lo / g
     elif par == "zero1":
-        optimizer = optimizer / g
+        optimizer, optimizer_lo = optimizer / g, optimizer_lo / g
     s, b = req.context, req.batch
     vocab = spec.vocab_size if spec else 128_000
-    logits = s * b * vocab * 4 * 2
+    logits = s * b * vocab * 4 * 2  # fp32 logits and their gradient (HF's loss upcasts)
+    layer = 34.0 * s * b * h  # one layer's activations with flash attention (Korthikanti et al. 2022)
     if req.gradient_checkpointing:
-        acts = 2.0 * s * b * h * layers + 34.0 * s * b * h + logits
+        kept = 2.0 * s * b * h * layers  # each layer's input
+        acts, acts_lo = kept + layer + logits, layer  # low: inputs offloaded (Unsloth), chunked loss (torchtune)
     else:
-        acts = 34.0 * s * b * h * layers + logits
+        acts, acts_lo = layer * layers + logits, 0.5 * layer * layers
     fixed = 512 * MIB + 0.08 * (weights + gradients + optimizer)
     mid = weights + gradients + optimizer + acts + fixed
-    low = weights + gradients + optimizer + 0.5 * acts + 256 * MIB
-    high = mid * 1.3 + 1024 * MIB
+    low = weights + gradients_lo + optimizer_lo + acts_lo + 256 * MIB
+    # PyTorch's caching allocator grows into a larger GPU: peaks on a 48 GB card run ~2x those on a 24 GB one.
+    high = mid * 1.4 + 1024 * MIB
     if not shape.known:
-        low *= 0.85
+        low = weights + 0.7 * (low - weights)
         high *= 1.25
     notes = [f"{ft} fine-tune, {par}, gradient checkpointing {'on' if req.gradient_checkpointing else 'off'}, "
              f"{s} tokens × {b} per GPU"]

@@ -99,7 +99,7 @@ def judge(
         except WorkloadError as exc:
             return _deny(enforcement, "malformed", f"{obj.get('kind', 'object')}: {exc}")
         assert view is not None
-        return _judge_view(view, snapshot, config, catalog, enforcement)
+        return _judge_view(view, snapshot, config, catalog, enforcement, runtimes)
     try:
         found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource))
     except WorkloadError as exc:
@@ -107,7 +107,8 @@ def judge(
         return _deny(enforcement, exc.code, f"{where}: {exc}")
     if found is None or not found.roles:
         return Judgement(True, "not-a-workload", warnings=found.warnings if found else ())
-    return _combine(found, [(r, _judge_view(r.view, snapshot, config, catalog, enforcement)) for r in found.roles])
+    return _combine(found, [(r, _judge_view(r.view, snapshot, config, catalog, enforcement, runtimes))
+                            for r in found.roles])
 
 
 def _ref(obj: dict[str, Any]) -> str:
@@ -139,6 +140,7 @@ def _combine(found: RoleSet, results: list[tuple[Role, Judgement]]) -> Judgement
 
 def _judge_view(
     view: PodView, snapshot: Snapshot, config: Config, catalog: Catalog, enforcement: Enforcement,
+    runtimes: Runtimes | None = None,
 ) -> Judgement:
     """The verdict for one pod shape (a Pod, a template, or one role of a multi-role kind)."""
     try:
@@ -146,7 +148,8 @@ def _judge_view(
     except WorkloadError as exc:
         return _deny(enforcement, "malformed", f"{view.ref}: {exc}", view=view)
     try:
-        demand = read_demand(view, config, catalog)
+        # ConfigMaps in the files `vramgate check -f` reads resolve env (never Secrets).
+        demand = read_demand(view, config, catalog, runtimes.configmap if runtimes else None)
     except DeclarationError as exc:
         return _deny(enforcement, "declaration", f"{view.ref}: {exc}", view=view)
     if demand is None:

@@ -148,7 +148,10 @@ def assert_mutated(p: dict[str, Any], priority_class: str, priority: int) -> Non
     total, per_gpu = int(ann[A_REQUIRED]), int(ann[A_PER_GPU])
     assert 0 < per_gpu <= total, ann
     assert "GiB" in ann[A_ESTIMATE], ann
-    floor = math.ceil(per_gpu / 0.9)
+    # The affinity asks for the low end of the estimate's band (docs/estimation.md), at utilization 0.9.
+    low = int(ann["vramgate.io/vram-per-gpu-min-mib"])
+    assert 0 < low <= per_gpu, ann
+    floor = math.ceil(low / 0.9)
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == node_terms(floor) or terms == node_terms(floor + 1), terms
     assert GPU_TOLERATION in spec["tolerations"]

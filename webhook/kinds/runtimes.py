@@ -8,7 +8,7 @@ from typing import Any
 
 # Namespaced kind → its cluster-scoped twin, searched second (as KServe's GetServingRuntime does).
 CLUSTER_TWIN = {"ServingRuntime": "ClusterServingRuntime", "TrainingRuntime": "ClusterTrainingRuntime"}
-RUNTIME_KINDS = frozenset({*CLUSTER_TWIN, *CLUSTER_TWIN.values()})
+RUNTIME_KINDS = frozenset({*CLUSTER_TWIN, *CLUSTER_TWIN.values(), "ConfigMap"})
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,17 @@ class Runtimes:
 
     def __bool__(self) -> bool:
         return bool(self._by_key)
+
+    def configmap(self, name: str, key: str) -> str | None:
+        """A ConfigMap value for env (``configMapKeyRef``); key ``*`` gives every pair as ``KEY=VALUE`` lines."""
+        obj = self._by_key.get(("ConfigMap", "", name))
+        data = obj.get("data") if obj else None
+        if not isinstance(data, dict):
+            return None
+        if key == "*":
+            return "\n".join(f"{k}={v}" for k, v in data.items() if isinstance(k, str))
+        value = data.get(key)
+        return str(value) if value is not None else None
 
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         """A runtime by kind and name. A namespaced one read from a file without a namespace matches any."""

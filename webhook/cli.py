@@ -82,6 +82,12 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
             else:
                 rejected = True
                 print(f"REJECT  {judgement.message}")
+            if args.explain and judgement.demand is not None:
+                for line in judgement.demand.explain():
+                    print(f"  input: {line}")
+                if judgement.demand.estimate is not None:
+                    for note in judgement.demand.estimate.notes:
+                        print(f"  engine: {note}")
         for warning in result.warnings:
             print(f"  warning: {warning}")
     return EXIT_REJECTED if rejected else EXIT_OK
@@ -328,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="the verdict admission would give, offline, for workloads in manifests")
     check.add_argument("-f", "--file", nargs="+", required=True, action="extend", help="manifest files (YAML/JSON)")
+    check.add_argument("--explain", action="store_true",
+                       help="also print where each input came from (annotation, flag, env, catalog, engine default)")
     _inventory_args(check)
     check.set_defaults(func=cmd_check)
 

@@ -322,7 +322,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     ident = identify(catalog, model, engine) if model else None
     spec = ident.spec if ident else None
     if model_found:
-        sources.append(("model", f"{model_found.source}" + (f" → catalog {spec.name}" if spec else "")))
+        via = _via_env(main, model_found)
+        sources.append(("model", f"{model_found.source}{via}" + (f" → catalog {spec.name}" if spec else "")))
     if params is None and spec is not None:
         params = spec.params
     if params_found:
@@ -392,6 +393,18 @@ def _version(ann: dict[str, str], settings: Settings) -> tuple[int, ...] | None:
             raise DeclarationError(d.A_ENGINE_VERSION, declared, "use a version such as 0.8.5")
         return version
     return settings.version
+
+
+def _via_env(main: ContainerReading, found: Found) -> str:
+    """`` (via $(MODEL_ID))`` when the value reached the command line from an env variable."""
+    if found.source.startswith("env") or found.source.startswith("vramgate.io/"):
+        return ""
+    text = " ".join(str(t) for key in ("command", "args") for t in (main.container.get(key) or [])
+                    if isinstance(t, str))
+    for name, value in main.env.items():
+        if value == found.value and (f"$({name})" in text or f"${name}" in text or f"${{{name}" in text):
+            return f" (via env {name})"
+    return ""
 
 
 def _env_model(main: ContainerReading) -> Found | None:

@@ -239,6 +239,12 @@ def _maybe_tight(demand: Demand, need: Need, nodes: list[NodeGPUs], first: NodeG
         return ClusterVerdict(True, Code.FITS, "fits", best_node=roomy[0].name)
     best = max((n for n in nodes if n.vram_mib > 0), key=lambda n: n.vram_mib, default=first)
     est = demand.estimate
+    if est is not None and best.vram_mib > 0 and est.request.engine is not None:
+        # Engine defaults depend on the GPU (vLLM's V1 batch sizes): price it on the largest one.
+        on_best = run_estimate(est.request.but(gpu_mib=float(best.vram_mib), gpu_product=best.product or None))
+        if on_best.per_gpu_mib <= best.vram_mib * need.utilization:
+            return ClusterVerdict(True, Code.FITS, "fits", best_node=best.name)
+        expected = on_best.per_gpu_mib
     engine = f" ({est.engine})" if est is not None else ""
     msg = (f"{demand.view.ref}: may not fit: expected {_gib(expected)} GiB per GPU{engine}, "
            f"{best.product or best.name} offers {_gib(best.vram_mib * need.utilization)} GiB usable; "

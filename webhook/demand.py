@@ -240,8 +240,12 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     ann = view.annotations
     warnings: list[str] = []
     sources: list[tuple[str, str]] = []
-    pod_commands: list[Command] = lifecycle_commands(view.spec)
-    readings = [read_container(c, pod_commands, lookup) for c in containers]
+    readings = [read_container(c, (), lookup) for c in containers]
+    if any(r.engine == ollama.NAME and r.settings is not None and r.settings.get("model") is None
+           for r in readings):
+        # Ollama's model is often pulled by a lifecycle hook or an init container.
+        pod_commands: list[Command] = lifecycle_commands(view.spec)
+        readings = [read_container(c, pod_commands, lookup) for c in containers]
     main = _main(readings)
     settings = main.settings or Settings("unknown")
     engine = _engine_of(ann, settings)

@@ -234,9 +234,10 @@ def _maybe_tight(demand: Demand, need: Need, nodes: list[NodeGPUs], first: NodeG
     expected = need.expected
     if expected is None or need.per_gpu_mib is None or expected <= need.per_gpu_mib:
         return ClusterVerdict(True, Code.FITS, "fits", best_node=first.name)
-    roomy = [n for n in nodes if n.vram_mib > 0 and fits_ever(replace(need, per_gpu_mib=expected), n)]
-    if roomy:
-        return ClusterVerdict(True, Code.FITS, "fits", best_node=roomy[0].name)
+    at_expected = replace(need, per_gpu_mib=expected)
+    roomy = next((n for n in nodes if n.vram_mib > 0 and fits_ever(at_expected, n)), None)
+    if roomy is not None:
+        return ClusterVerdict(True, Code.FITS, "fits", best_node=roomy.name)
     best = max((n for n in nodes if n.vram_mib > 0), key=lambda n: n.vram_mib, default=first)
     est = demand.estimate
     if est is not None and best.vram_mib > 0 and est.request.engine is not None:

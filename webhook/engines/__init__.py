@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from ..catalog import ModelSpec
 from ..vram import Estimate, EstimateRequest
@@ -51,7 +54,28 @@ def _image(container: Mapping[str, Any]) -> str:
 
 def read_container(container: dict[str, Any], pod_commands: Sequence[Command] = (),
                    lookup: ConfigMapLookup | None = None) -> ContainerReading:
-    """Read a container: expand its env and command line, find its engine and the settings it declares."""
+    """Read a container: expand its env and command line, find its engine and the settings it declares.
+
+    A pure function of the container (and the pod's other commands): the pods of one template are read
+    once, then served from a bounded cache keyed by the container's canonical JSON. Readings that
+    consulted ConfigMaps are not cached (those change).
+    """
+    if lookup is not None:
+        return _read_container(container, pod_commands, lookup)
+    try:
+        key = orjson.dumps(container, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not JSON (a test's odd object): read it directly
+        return _read_container(container, pod_commands, None)
+    return _cached_reading(key, tuple(c.words for c in pod_commands))
+
+
+@lru_cache(maxsize=2048)
+def _cached_reading(key: bytes, pod_words: tuple[tuple[str, ...], ...]) -> ContainerReading:
+    return _read_container(orjson.loads(key), [Command(w) for w in pod_words], None)
+
+
+def _read_container(container: dict[str, Any], pod_commands: Sequence[Command],
+                    lookup: ConfigMapLookup | None) -> ContainerReading:
     env, unknown = container_env(container, lookup)
     commands = commands_of(container, env)
     image = _image(container)
@@ -123,8 +147,12 @@ def max_context(req: EstimateRequest, usable_mib: float) -> int | None:
     return lo
 
 
+@lru_cache(maxsize=4096)
 def estimate(req: EstimateRequest) -> Estimate:
-    """The estimate by the engine model of ``req.engine`` (the engine-agnostic one when None)."""
+    """The estimate by the engine model of ``req.engine`` (the engine-agnostic one when None).
+
+    Pure and cached: a request (frozen, hashable) always prices the same.
+    """
     plan = _PLANS.get(req.engine or "")
     if plan is None:
         return generic_estimate(req)

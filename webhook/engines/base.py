@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .cmdline import Argv, Command, OptionTable
 
@@ -64,7 +65,8 @@ class Settings:
         self.values.setdefault(key, Found(value, source))
 
 
-def version_of(image: str, repos: Sequence[str]) -> Version | None:
+@lru_cache(maxsize=1024)
+def version_of(image: str, repos: tuple[str, ...]) -> Version | None:
     """The release in an image tag (``vllm/vllm-openai:v0.6.3`` → (0, 6, 3)); None for ``latest``."""
     name, _, tag = image.rpartition(":")
     if not name or "/" in tag or not any(r in name.lower() for r in repos):

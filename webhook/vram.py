@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -212,6 +213,20 @@ class Estimate:
         return f"{gib(self.per_gpu_mib)}{band}{where}{engine}: " + " + ".join(parts)
 
 
+def priced(req: EstimateRequest, *, weights: float, kv: float, overhead: float, activations: float,
+           mid: float, low: float, high: float, kv_bytes_per_token: float, shape_known: bool, engine: str,
+           notes: list[str], gradients: float = 0.0, optimizer: float = 0.0) -> Estimate:
+    """An engine model's estimate from per-GPU byte counts (parts, and the band's low, middle and high)."""
+    g = max(req.gpus, 1)
+    return Estimate(
+        request=req, weights_mib=weights * g / MIB, kv_cache_mib=kv * g / MIB, overhead_mib=overhead * g / MIB,
+        gradients_mib=gradients * g / MIB, optimizer_mib=optimizer * g / MIB,
+        activations_mib=activations * g / MIB, per_gpu_mib=math.ceil(mid / MIB), total_mib=math.ceil(mid * g / MIB),
+        kv_bytes_per_token=kv_bytes_per_token, shape_known=shape_known, low_per_gpu_mib=math.ceil(low / MIB),
+        high_per_gpu_mib=math.ceil(high / MIB), engine=engine, notes=tuple(notes),
+    )
+
+
 def _params_h(params: float) -> str:
     if params >= 1e9:
         return f"{params / 1e9:.3g}B"
@@ -284,16 +299,18 @@ def estimate(req: EstimateRequest) -> Estimate:
     )
 
 
-def max_context(req: EstimateRequest, usable_mib: float) -> int | None:
-    """The largest context (tokens per sequence) whose per-GPU need fits in ``usable_mib``."""
-    if estimate(req.but(context=1)).per_gpu_mib > usable_mib:
+def max_context(req: EstimateRequest, usable_mib: float,
+                price: Callable[[EstimateRequest], Estimate] | None = None) -> int | None:
+    """The largest context (tokens per sequence) whose per-GPU need, as ``price`` says, fits in ``usable_mib``."""
+    run = price or estimate
+    if run(req.but(context=1)).per_gpu_mib > usable_mib:
         return None
     lo, hi = 1, max(req.context, 1)
-    if estimate(req.but(context=hi)).per_gpu_mib <= usable_mib:
+    if run(req.but(context=hi)).per_gpu_mib <= usable_mib:
         return hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if estimate(req.but(context=mid)).per_gpu_mib <= usable_mib:
+        if run(req.but(context=mid)).per_gpu_mib <= usable_mib:
             lo = mid
         else:
             hi = mid

@@ -12,6 +12,7 @@ import orjson
 from ..catalog import ModelSpec
 from ..vram import Estimate, EstimateRequest
 from ..vram import estimate as generic_estimate
+from ..vram import max_context as vram_max_context
 from . import llamacpp, nim, ollama, sglang, tgi, trainers, vllm
 from .base import Found, Settings, Version, format_version, parse_version
 from .cmdline import Command, commands_of, container_env
@@ -133,18 +134,7 @@ def suggest(engine: str | None, key: str, n: int | None = None) -> str | None:
 
 def max_context(req: EstimateRequest, usable_mib: float) -> int | None:
     """The largest context (tokens per sequence) whose expected per-GPU need fits in ``usable_mib``."""
-    if estimate(req.but(context=1)).per_gpu_mib > usable_mib:
-        return None
-    lo, hi = 1, max(req.context, 1)
-    if estimate(req.but(context=hi)).per_gpu_mib <= usable_mib:
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if estimate(req.but(context=mid)).per_gpu_mib <= usable_mib:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return vram_max_context(req, usable_mib, estimate)
 
 
 @lru_cache(maxsize=4096)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..catalog import ModelSpec
 from ..precision import kv_bytes
-from ..vram import MIB, Estimate, EstimateRequest, shape_of, weights_bytes
+from ..vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from .layers import layout_of
 
 
@@ -45,20 +44,6 @@ def plan(req: EstimateRequest, spec: ModelSpec | None, costs: Costs, tokens: int
     if not shape.known:
         low *= 0.85
         high *= 1.25
-    return Estimate(
-        request=req,
-        weights_mib=weights / MIB,
-        kv_cache_mib=kv_per_gpu * g / MIB,
-        overhead_mib=fixed * g / MIB,
-        gradients_mib=0.0,
-        optimizer_mib=0.0,
-        activations_mib=act * g / MIB,
-        per_gpu_mib=math.ceil(mid / MIB),
-        total_mib=math.ceil(mid * g / MIB),
-        kv_bytes_per_token=layout.bytes_per_token(),
-        shape_known=shape.known,
-        low_per_gpu_mib=math.ceil(low / MIB),
-        high_per_gpu_mib=math.ceil(high / MIB),
-        engine=costs.engine,
-        notes=tuple(notes),
-    )
+    return priced(req, weights=weights / g, kv=kv_per_gpu, overhead=fixed, activations=act, mid=mid, low=low,
+                  high=high, kv_bytes_per_token=layout.bytes_per_token(), shape_known=shape.known,
+                  engine=costs.engine, notes=notes)

@@ -11,13 +11,12 @@ ZeRO-1 the optimizer.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 
 from ..catalog import ModelSpec
 from ..precision import PRECISIONS
-from ..vram import MIB, Estimate, EstimateRequest, shape_of, weights_bytes
+from ..vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from .base import Setting, Settings, read_settings
 from .cmdline import Command, OptionTable, parse_argv
 
@@ -215,20 +214,6 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
         high *= 1.25
     notes = [f"{ft} fine-tune, {par}, gradient checkpointing {'on' if req.gradient_checkpointing else 'off'}, "
              f"{s} tokens × {b} per GPU"]
-    return Estimate(
-        request=req,
-        weights_mib=weights * g / MIB,
-        kv_cache_mib=0.0,
-        overhead_mib=fixed * g / MIB,
-        gradients_mib=gradients * g / MIB,
-        optimizer_mib=optimizer * g / MIB,
-        activations_mib=acts * g / MIB,
-        per_gpu_mib=math.ceil(mid / MIB),
-        total_mib=math.ceil(mid * g / MIB),
-        kv_bytes_per_token=0.0,
-        shape_known=shape.known,
-        low_per_gpu_mib=math.ceil(low / MIB),
-        high_per_gpu_mib=math.ceil(high / MIB),
-        engine=f"trainer ({ft})",
-        notes=tuple(notes),
-    )
+    return priced(req, weights=weights, kv=0.0, overhead=fixed, activations=acts, gradients=gradients,
+                  optimizer=optimizer, mid=mid, low=low, high=high, kv_bytes_per_token=0.0, shape_known=shape.known,
+                  engine=f"trainer ({ft})", notes=notes)

@@ -12,12 +12,11 @@ caps concurrency and reserves nothing. Sources and per-version details: docs/est
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from ..catalog import ModelSpec
 from ..precision import kv_bytes
-from ..vram import MIB, Estimate, EstimateRequest, shape_of, weights_bytes
+from ..vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from .base import Found, Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
 from .layers import KVLayout, layout_of
@@ -267,23 +266,12 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
              f"profile run of {tokens} batched tokens over {min(seqs, tokens)} sequences"]
     if vision:
         notes.append(f"vision encoder profiled: {vision * tp / MIB / 1024:.1f} GiB")
-    return Estimate(
-        request=req,
-        weights_mib=weights / MIB,
-        kv_cache_mib=kv_per_gpu * g / MIB,
-        overhead_mib=(nt_mid * MIB + (graphs if graphs_counted else 0.0)) * g / MIB,
-        gradients_mib=0.0,
-        optimizer_mib=0.0,
-        activations_mib=(act + vision) * g / MIB,
-        per_gpu_mib=math.ceil(mid / MIB),
-        total_mib=math.ceil(mid * g / MIB),
-        kv_bytes_per_token=layout.bytes_per_token(),
-        shape_known=shape.known,
-        low_per_gpu_mib=math.ceil(low / MIB),
-        high_per_gpu_mib=math.ceil(high / MIB),
-        engine=f"vllm {'.'.join(map(str, req.engine_version)) if req.engine_version else 'newest'}",
-        notes=tuple(notes),
-    )
+    overhead = nt_mid * MIB + (graphs if graphs_counted else 0.0)
+    return priced(req, weights=weights_per_gpu, kv=kv_per_gpu, overhead=overhead,
+                  activations=act + vision, mid=mid, low=low, high=high, kv_bytes_per_token=layout.bytes_per_token(),
+                  shape_known=shape.known,
+                  engine=f"vllm {'.'.join(map(str, req.engine_version)) if req.engine_version else 'newest'}",
+                  notes=notes)
 
 
 def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, version: Version) -> float:

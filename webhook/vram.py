@@ -234,16 +234,20 @@ def _params_h(params: float) -> str:
 
 
 def weights_bytes(params: float, precision: str, shape: Shape, spec: ModelSpec | None = None) -> float:
-    """Bytes of weights; quantized checkpoints keep embeddings and output head in 16-bit.
+    """Bytes of weights; quantized checkpoints keep embeddings, output head and vision/audio towers in 16-bit.
 
+    AWQ, GPTQ, bitsandbytes, FP8 and MXFP4 checkpoints of multimodal models quantize the language
+    model only (their quantization configs skip ``visual``/``vision_tower``/``audio_tower`` modules).
     A catalog entry's native checkpoint size (safetensors ``total_size``) is exact where it applies.
     """
-    native = getattr(spec, "checkpoint_bytes", None) if spec is not None else None
+    native = spec.checkpoint_bytes if spec is not None else None
     if native and spec is not None and precision == spec.dtype and spec.params:
         return float(native) * params / spec.params
     p = PRECISIONS[precision]
-    if p.quantized and not p.gguf and shape.embedding_params:
-        return (params - shape.embedding_params) * p.bits / 8 + shape.embedding_params * 2
+    if p.quantized and not p.gguf:
+        towers = float((spec.vision_params or 0) + (spec.audio_params or 0)) if spec is not None else 0.0
+        kept = min(params, shape.embedding_params + towers)
+        return (params - kept) * p.bits / 8 + kept * 2
     return params * p.bits / 8
 
 

@@ -738,6 +738,7 @@ EXTRA_KINDS = {
     ("trainer.kubeflow.org", "trainjobs", "*"), ("trainer.kubeflow.org", "trainingruntimes", "*"),
     ("trainer.kubeflow.org", "clustertrainingruntimes", "*"), ("kubeflow.org", "pytorchjobs", "Namespaced"),
     ("jobset.x-k8s.io", "jobsets", "Namespaced"), ("kubeai.org", "models", "Namespaced"),
+    ("apps.nvidia.com", "nimservices", "Namespaced"),
 }
 
 
@@ -761,5 +762,6 @@ def test_extra_kinds_webhook(render: Render) -> None:
     assert "ray.io" not in {g for rule in strict["rules"] for g in rule["apiGroups"]}
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": {"enabled": False}}}),
                                 namespace=NS)) is None
-    none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai")}
+    none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai",
+                               "nimService")}
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": none}}), namespace=NS)) is None

@@ -159,6 +159,7 @@ def values_schema() -> Schema:
                 "extraKinds": obj({
                     "enabled": BOOL, "failurePolicy": FAILURE_POLICY, "leaderWorkerSet": BOOL, "kserve": BOOL,
                     "ray": BOOL, "kubeflowTrainer": BOOL, "pytorchJob": BOOL, "jobSet": BOOL, "kubeai": BOOL,
+                    "nimService": BOOL,
                 }, "The kinds LLMs ship in, judged per role by validate-kinds.vramgate.io."),
                 **component,
             }, "The admission webhook (mutating + validating)."),

@@ -22,7 +22,6 @@ KNOWN_GAPS = {
                                                                               "ConfigMap script",
     ("14-gke-job-axolotl-gemma3-4b-qlora-a100.yaml", "main"): "axolotl reads base_model from a YAML mounted "
                                                                "from a ConfigMap volume",
-    ("21-eks-nimservice-llama31-8b-a10g.yaml", "main"): "NIMService (apps.nvidia.com) is not a kind vramgate reads",
     ("28-kserve-isvc-multinode-hf-runtime-llama3-8b-pp2.yaml", "predictor"): "the runtime passes the model as "
                                                                               "${MODEL_DIR}, filled by the storage "
                                                                               "initializer",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import jobset, kserve, kubeai, lws, ray, trainer
+from . import jobset, kserve, kubeai, lws, nim, ray, trainer
 from .pods import POD_KINDS, TEMPLATE_PATHS, pod_view
 from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
 from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError
@@ -18,6 +18,7 @@ _BY_KIND: dict[str, _Extract] = {
     **dict.fromkeys(trainer.KINDS, trainer.roles),
     **dict.fromkeys(jobset.KINDS, jobset.roles),
     **dict.fromkeys(kubeai.KINDS, kubeai.roles),
+    **dict.fromkeys(nim.KINDS, nim.roles),
 }
 # The kinds LLMs ship in (custom resources), and every kind vramgate judges.
 CUSTOM_KINDS = frozenset(_BY_KIND)

@@ -8,7 +8,7 @@ from typing import Any
 
 # Namespaced kind → its cluster-scoped twin, searched second (as KServe's GetServingRuntime does).
 CLUSTER_TWIN = {"ServingRuntime": "ClusterServingRuntime", "TrainingRuntime": "ClusterTrainingRuntime"}
-RUNTIME_KINDS = frozenset({*CLUSTER_TWIN, *CLUSTER_TWIN.values(), "ConfigMap"})
+RUNTIME_KINDS = frozenset({*CLUSTER_TWIN, *CLUSTER_TWIN.values(), "ConfigMap", "NIMCache"})
 
 
 @dataclass(frozen=True)

@@ -367,7 +367,8 @@ spec:
   (list "kubeflowTrainer" "trainer.kubeflow.org" (list "trainjobs" "trainingruntimes" "clustertrainingruntimes") "*")
   (list "pytorchJob" "kubeflow.org" (list "pytorchjobs") "Namespaced")
   (list "jobSet" "jobset.x-k8s.io" (list "jobsets") "Namespaced")
-  (list "kubeai" "kubeai.org" (list "models") "Namespaced") }}
+  (list "kubeai" "kubeai.org" (list "models") "Namespaced")
+  (list "nimService" "apps.nvidia.com" (list "nimservices") "Namespaced") }}
 {{- $out := list }}
 {{- range $g := $groups }}
 {{- if index $k (index $g 0) }}

@@ -4,8 +4,9 @@ import pytest
 
 from webhook.catalog import Catalog, ModelSpec, params_from_name
 from webhook.config import Config
-from webhook.declaration import Declared, quant_in_model_id, tokens_of
+from webhook.declaration import quant_in_model_id
 from webhook.demand import DeclarationError, Demand, read_demand
+from webhook.engines import read_container
 from webhook.workload import pod_view
 
 from .helpers import container, deployment, pod
@@ -196,12 +197,15 @@ def test_job_pod_is_batch_tier_through_owner() -> None:
 
 
 def test_token_and_id_helpers() -> None:
-    assert tokens_of({"command": ["bash", "-c", "vllm serve m --x 1"]}) == ["vllm", "serve", "m", "--x",
-                                                                           "1"]
-    assert Declared({"args": ["--a=1", "--b", "2"]}).flag(["--b"]).value == "2"  # type: ignore[union-attr]
-    assert Declared({"args": ["--a=1", "--b", "2"]}).flag(["--a"]).value == "1"  # type: ignore[union-attr]
-    assert Declared({"command": ["/usr/bin/vllm", "serve", "m"]}).model().value == "m"  # type: ignore[union-attr]
-    assert Declared({"command": ["python3", "-m", "vllm.entrypoints.openai.api_server"]}).model() is None
+    shell = read_container({"command": ["bash", "-c", "vllm serve m --max-model-len 1"]})
+    assert shell.commands[0].words == ("vllm", "serve", "m", "--max-model-len", "1")
+    assert shell.settings is not None and shell.settings.value("model") == "m"
+    assert shell.settings.value("context") == "1"
+    flags = read_container({"image": "vllm/vllm-openai:v0.8.5", "args": ["--max-model-len=1", "--dtype", "half"]})
+    assert flags.settings is not None and flags.settings.value("dtype") == "half"
+    assert read_container({"command": ["/usr/bin/vllm", "serve", "m"]}).settings.value("model") == "m"  # type: ignore[union-attr]
+    module = read_container({"command": ["python3", "-m", "vllm.entrypoints.openai.api_server"]})
+    assert module.engine == "vllm" and module.settings is not None and module.settings.get("model") is None
     assert quant_in_model_id("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4") == "int4"
     assert quant_in_model_id("TheBloke/Llama-2-7B-AWQ") == "awq"
     assert quant_in_model_id("neuralmagic/Meta-Llama-3-8B-Instruct-FP8") == "fp8"

@@ -61,6 +61,15 @@ def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:
     catalog = _catalog(config)
+    if args.output != "text" or args.fix:
+        from .report import run_check
+
+        if args.suggestion < 1:
+            raise UsageError("--suggestion: use 1 for the first fix, 2 for the second …")
+        for path in args.file:
+            load_file(path)  # bad input first (exit 2), as below
+        return run_check(args.file, args.output, _snapshot(args, config), config, catalog, fix=args.fix,
+                         suggestion=args.suggestion, dry_run=args.dry_run)
     objects: list[dict[str, Any]] = []
     for path in args.file:
         objects.extend(load_file(path))
@@ -329,6 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="the verdict admission would give, offline, for workloads in manifests")
     check.add_argument("-f", "--file", nargs="+", required=True, action="extend", help="manifest files (YAML/JSON)")
     _inventory_args(check)
+    check.add_argument("-o", "--output", choices=["text", "json", "yaml", "junit", "sarif"], default="text",
+                       help="text (default), or machine-readable results with fixes as JSON Patches")
+    check.add_argument("--fix", action="store_true",
+                       help="rewrite the files in place with a checked fix for each rejection; print the diff")
+    check.add_argument("--suggestion", type=int, default=1, metavar="N",
+                       help="with --fix: apply the Nth offered fix of each rejection (default 1)")
+    check.add_argument("--dry-run", action="store_true", help="with --fix: print the diff, change nothing")
     check.set_defaults(func=cmd_check)
 
     est = sub.add_parser("estimate", help="VRAM breakdown for a model")

@@ -449,19 +449,18 @@ def rewrite(path: str | Path, edits: Sequence[Edit]) -> tuple[str, str]:
     ruamel.yaml's round-trip dumper (comments and order kept, indentation normalised).
     """
     text = Path(path).read_text(encoding="utf-8")
-    if text.lstrip().startswith(("{", "[")):
-        import json
-
+    is_json = text.lstrip().startswith(("{", "["))
+    y = _yaml()
+    docs = list(y.load_all(text))  # JSON is YAML in flow style: the same positions serve both
+    try:
+        return text, _splice(text, docs, edits, json_style=is_json)
+    except _CannotSplice:
+        pass
+    if is_json:
         data = json.loads(text)
         for e in edits:
             data = jsonpatch.apply_patch(data, [{**op, "path": e.prefix + op["path"]} for op in e.patch])
         return text, json.dumps(data, indent=2) + "\n"
-    y = _yaml()
-    docs = list(y.load_all(text))
-    try:
-        return text, _splice(text, docs, edits)
-    except _CannotSplice:
-        pass
     seq, offset = _indents(text)
     y.indent(mapping=2, sequence=seq, offset=offset)
     touched = {e.document for e in edits}
@@ -630,7 +629,7 @@ def _replace_in_scalar(tx: _Text, start: int, end: int, old: str, new: str) -> s
     return None
 
 
-def _splice(text: str, docs: list[Any], edits: Sequence[Edit]) -> str:
+def _splice(text: str, docs: list[Any], edits: Sequence[Edit], *, json_style: bool = False) -> str:
     """Apply every op as a text edit at the place ruamel.yaml located; raises _CannotSplice."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
@@ -675,6 +674,8 @@ def _splice(text: str, docs: list[Any], edits: Sequence[Edit]) -> str:
                     if raw[:1] in "|>":
                         raise _CannotSplice("block scalar")
                     edited = _scalar(new, raw[:1] if raw[:1] in "\"'" else "")
+                    if json_style:
+                        edited = json.dumps(new, ensure_ascii=False)
                     if not isinstance(new, str) or raw[:1] in "\"'":
                         pass
                     elif isinstance(old, str) and raw[:1] not in "\"'" and not _plain_ok(new):
@@ -688,7 +689,7 @@ def _splice(text: str, docs: list[Any], edits: Sequence[Edit]) -> str:
                 start = tx.offset(line, col)
                 end = tx.scalar_end(start, flow)
                 quote = text[start] if text[start] in "\"'" else ""
-                rendered = [_scalar(v, quote) for v in values]
+                rendered = [json.dumps(v, ensure_ascii=False) if json_style else _scalar(v, quote) for v in values]
                 if flow:
                     splices.append((end, end, "".join(f", {r}" for r in rendered)))
                 else:
@@ -712,10 +713,15 @@ def _splice(text: str, docs: list[Any], edits: Sequence[Edit]) -> str:
                     if not len(parent) or isinstance(values[0], dict | list):
                         raise _CannotSplice("flow mapping")
                     k = list(parent)[-1]
+                    if isinstance(parent[k], dict | list):
+                        raise _CannotSplice("flow mapping ending in a collection")
                     line, col = parent.lc.value(k)
                     start = tx.offset(line, col)
                     end = tx.scalar_end(start, True)
-                    splices.append((end, end, f", {_scalar(last)}: {_scalar(values[0])}"))
+                    if json_style:
+                        splices.append((end, end, f", {json.dumps(last)}: {json.dumps(values[0], ensure_ascii=False)}"))
+                    else:
+                        splices.append((end, end, f", {_scalar(last)}: {_scalar(values[0])}"))
                     continue
                 if not len(parent):
                     raise _CannotSplice("empty mapping")
@@ -776,6 +782,7 @@ def _split_head(chunk: str) -> tuple[str, str]:
 
 
 def unified(path: str, before: str, after: str) -> str:
+    name = str(path).lstrip("/")
     return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+                                        fromfile=f"a/{name}", tofile=f"b/{name}"))
 

@@ -140,7 +140,8 @@ def test_fix_rewrites_in_place_keeping_comments_golden(capsys: pytest.CaptureFix
     assert code == 0, err  # every rejection fixed: the re-check admits them all
     golden = FIX / "check" / "workloads.fixed-2.yaml"
     assert work.read_text() == golden.read_text()
-    assert diff.startswith(f"--- a/{work}\n+++ b/{work}\n")
+    name = str(work).lstrip("/")
+    assert diff.startswith(f"--- a/{name}\n+++ b/{name}\n")
     assert "fix 2: --max-model-len 18432" in err
     code, _, _ = run(capsys, "check", "-f", str(work), "--nodes", str(SINGLE))
     assert code == 0
@@ -161,3 +162,40 @@ def test_fix_with_no_such_suggestion_says_so(capsys: pytest.CaptureFixture[str],
     code, diff, err = run(capsys, "check", "-f", str(work), "--nodes", str(EX / "cluster-small.yaml"), "--fix")
     assert code == 1 and diff == "" and "no fix 1" in err
     assert run(capsys, "check", "-f", str(work), "--nodes", str(L4), "--fix", "--suggestion", "0")[0] == 2
+
+
+def test_rewrite_falls_back_to_a_round_trip_of_that_document(tmp_path: Path) -> None:
+    """An edit with no exact place in the text (an empty flow mapping) re-emits only its document,
+    with ruamel.yaml's round trip: comments and order kept; the other documents stay byte for byte."""
+    from webhook.fixes import Edit, rewrite
+
+    first = "# first\napiVersion: v1\nkind: ConfigMap\nmetadata:   {name: untouched}   # odd spacing kept\n"
+    second = ("---\n# second\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p  # the name\n  annotations: {}\n"
+              "spec:\n  containers:\n  - name: a\n    image: x\n")
+    f = tmp_path / "two.yaml"
+    f.write_text(first + second)
+    before, after = rewrite(f, [Edit(1, "", [{"op": "add", "path": "/metadata/annotations/vramgate.io~1precision",
+                                              "value": "int4"}])])
+    assert before == first + second
+    assert after.startswith(first + "---\n")
+    assert "# second" in after and "name: p  # the name" in after
+    docs = list(yaml.safe_load_all(after))
+    assert docs[1]["metadata"]["annotations"] == {"vramgate.io/precision": "int4"}
+    assert docs[1]["spec"]["containers"][0]["image"] == "x"
+
+
+def test_fix_in_a_list_and_in_json_edits_only_the_value(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"}, "spec": {"containers": [{
+        "name": "a", "image": "vllm/vllm-openai:v0.8.5", "resources": {"limits": {"nvidia.com/gpu": 1}},
+        "args": ["--model", "meta-llama/Meta-Llama-3.1-8B-Instruct", "--max-model-len", "65536"]}]}}
+    as_json = tmp_path / "pod.json"
+    as_json.write_text(json.dumps(pod))
+    listed = tmp_path / "list.yaml"
+    listed.write_text("# kubectl get -o yaml\n" + yaml.safe_dump({"apiVersion": "v1", "kind": "List",
+                                                                  "items": [{**pod, "metadata": {"name": "k"}}]}))
+    for f in (as_json, listed):
+        before = f.read_text()
+        code, _, err = run(capsys, "check", "-f", str(f), "--nodes", str(SINGLE), "--fix", "--suggestion", "2")
+        assert code == 0, err
+        after = f.read_text()
+        assert after == before.replace('"65536"', '"18432"').replace("'65536'", "'18432'"), after

@@ -671,15 +671,11 @@ def _splice(text: str, docs: list[Any], edits: Sequence[Edit], *, json_style: bo
                 if isinstance(old, str) and isinstance(new, str) and (" " in old or "\n" in old):
                     edited = _replace_in_scalar(tx, start, end, str(old), new)
                 if edited is None:
-                    if raw[:1] in "|>":
+                    if not raw or raw[0] in "|>":
                         raise _CannotSplice("block scalar")
-                    edited = _scalar(new, raw[:1] if raw[:1] in "\"'" else "")
-                    if json_style:
-                        edited = json.dumps(new, ensure_ascii=False)
-                    if not isinstance(new, str) or raw[:1] in "\"'":
-                        pass
-                    elif isinstance(old, str) and raw[:1] not in "\"'" and not _plain_ok(new):
-                        edited = json.dumps(new, ensure_ascii=False)
+                    # Keep the value's quoting; a plain value that would not read back as this string is quoted.
+                    quote = raw[0] if raw[0] in "\"'" else ""
+                    edited = json.dumps(new, ensure_ascii=False) if json_style else _scalar(new, quote)
                 splices.append((start, end, edited))
             elif op["op"] == "add" and isinstance(parent, CommentedSeq) and last == "-" and len(parent):
                 n = len(parent) - 1
@@ -688,7 +684,7 @@ def _splice(text: str, docs: list[Any], edits: Sequence[Edit], *, json_style: bo
                 line, col = parent.lc.item(n)
                 start = tx.offset(line, col)
                 end = tx.scalar_end(start, flow)
-                quote = text[start] if text[start] in "\"'" else ""
+                quote = text[start] if end > start and text[start] in "\"'" else ""
                 rendered = [json.dumps(v, ensure_ascii=False) if json_style else _scalar(v, quote) for v in values]
                 if flow:
                     splices.append((end, end, "".join(f", {r}" for r in rendered)))

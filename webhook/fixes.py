@@ -33,7 +33,7 @@ from .demand import Demand
 from .engines import read_container
 from .engines.cmdline import is_shell
 from .kinds import Runtimes
-from .placement import Change, Code, structured_suggestions
+from .placement import Change, Code, fewer_gpus_suggestions, structured_suggestions
 from .snapshot import Snapshot
 from .verdict import Judgement, judge
 
@@ -334,13 +334,20 @@ Judge = Callable[[dict[str, Any]], Judgement]
 def fixes_for(doc: dict[str, Any], judgement: Judgement, role_index: int | None, snapshot: Snapshot,
               rejudge: Judge) -> list[Fix]:
     """The checked fixes for one rejected workload (or role ``role_index`` of a multi-role one)."""
-    if judgement.allowed or judgement.demand is None or judgement.code != str(Code.VRAM_TOO_SMALL):
+    if judgement.allowed or judgement.demand is None:
         return []
     nodes = [n for n in snapshot.by_vram if n.is_gpu_node]
     if not nodes:
         return []
+    if judgement.code == str(Code.VRAM_TOO_SMALL):
+        suggestions = structured_suggestions(judgement.demand, nodes)
+    elif judgement.code == str(Code.TOO_FEW_GPUS):
+        # The message says "fewer GPUs per pod with a smaller precision or context": here is the count.
+        suggestions = fewer_gpus_suggestions(judgement.demand, nodes)
+    else:
+        return []
     out: list[Fix] = []
-    for s in structured_suggestions(judgement.demand, nodes):
+    for s in suggestions:
         if not s.changes:
             continue
         made = patch_for(doc, judgement.demand, s.changes)

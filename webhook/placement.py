@@ -385,6 +385,38 @@ def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
     return tips
 
 
+def fewer_gpus_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Suggestion]:
+    """For a pod that asks for more GPUs than any node has: the most GPUs some node has on which the model
+    fits, at its precision or, failing that, the first lower one that fits (re-estimated by the engine model)."""
+    est = demand.estimate
+    if est is None or not nodes or demand.group_size > 1:
+        return []
+    req = est.request
+    util = demand.utilization
+    most = max(n.capacity for n in nodes)
+    if most >= demand.gpus:
+        return []
+    bits = PRECISIONS[req.precision].bits
+    for p in (req.precision, *(q for q in DOWNGRADES if PRECISIONS[q].bits < bits)):
+        for g in range(most, 0, -1):
+            if g > 1 and (req.spec.heads % g if req.spec else g & (g - 1)) != 0:
+                continue
+            alt = run_estimate(req.but(gpus=g, precision=p))
+            host = next((n for n in nodes if n.capacity >= g and n.vram_mib > 0
+                         and alt.per_gpu_mib <= n.vram_mib * util), None)
+            if host is None:
+                continue
+            tp = suggest(req.engine, "tp", g)
+            changes: tuple[Change, ...] = (Change("gpus", g),)
+            text = f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else "")
+            if p != req.precision:
+                changes = (Change("precision", p), *changes)
+                text += f", vramgate.io/precision: {p}"
+            return [Suggestion(f"{text}) → {_gib(alt.per_gpu_mib)} GiB per GPU on {host.product or host.name}",
+                               changes)]
+    return []
+
+
 def _training_tips(req: EstimateRequest, room: float) -> list[Suggestion]:
     """Training changes that fit: gradient checkpointing, QLoRA, sharding the states."""
     tips: list[Suggestion] = []

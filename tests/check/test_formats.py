@@ -199,3 +199,36 @@ def test_fix_in_a_list_and_in_json_edits_only_the_value(capsys: pytest.CaptureFi
         assert code == 0, err
         after = f.read_text()
         assert after == before.replace('"65536"', '"18432"').replace("'65536'", "'18432'"), after
+
+
+def test_too_few_gpus_gets_the_count_that_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """8 GPUs asked, 1 on every node: the fix sets the GPU count and the TP flag together."""
+    f = tmp_path / "eight.yaml"
+    f.write_text("""apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: eight
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.8.5
+        args: ["--model", "meta-llama/Meta-Llama-3.1-8B-Instruct", "--tensor-parallel-size", "8",
+               "--max-model-len", "8192"]
+        resources:
+          limits:
+            nvidia.com/gpu: 8   # one node's worth
+""")
+    code, out, _ = run(capsys, "check", "-f", str(f), "--nodes", str(SINGLE), "-o", "json")
+    r = json.loads(out)["results"][0]
+    assert code == 1 and r["code"] == "TooFewGPUs"
+    assert r["fixes"][0]["patch"] == [
+        {"op": "replace", "path": "/spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu", "value": 1},
+        {"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": "1"},
+    ]
+    before = f.read_text()
+    code, _, err = run(capsys, "check", "-f", str(f), "--nodes", str(SINGLE), "--fix")
+    assert code == 0, err
+    assert f.read_text() == before.replace('"--tensor-parallel-size", "8"', '"--tensor-parallel-size", "1"').replace(
+        "nvidia.com/gpu: 8", "nvidia.com/gpu: 1")

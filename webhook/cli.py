@@ -61,6 +61,10 @@ def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:
     catalog = _catalog(config)
+    if (args.dry_run or args.suggestion != 1) and not args.fix:
+        raise UsageError("--suggestion and --dry-run go with --fix")
+    if args.fix and args.output != "text":
+        raise UsageError("--fix prints a diff; -o json|yaml|junit|sarif lists the fixes without applying them")
     if args.output != "text" or args.fix:
         from .report import run_check
 

@@ -232,3 +232,11 @@ spec:
     assert code == 0, err
     assert f.read_text() == before.replace('"--tensor-parallel-size", "8"', '"--tensor-parallel-size", "1"').replace(
         "nvidia.com/gpu: 8", "nvidia.com/gpu: 1")
+
+
+def test_fix_options_go_together(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["check", "-f", str(WORKLOADS), "--nodes", str(SINGLE)]
+    assert run(capsys, *base, "--dry-run")[0] == 2
+    assert run(capsys, *base, "--suggestion", "2")[0] == 2
+    code, _, err = run(capsys, *base, "--fix", "-o", "json")
+    assert code == 2 and "--fix prints a diff" in err

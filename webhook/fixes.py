@@ -638,6 +638,29 @@ def _replace_in_scalar(tx: _Text, start: int, end: int, old: str, new: str) -> s
 
 def _splice(text: str, docs: list[Any], edits: Sequence[Edit], *, json_style: bool = False) -> str:
     """Apply every op as a text edit at the place ruamel.yaml located; raises _CannotSplice."""
+    out = text
+    # Later places first so earlier offsets stay valid.
+    for start, end, new in sorted(_splices(text, docs, edits, json_style=json_style), key=lambda s: s[0],
+                                  reverse=True):
+        out = out[:start] + new + out[end:]
+    return out
+
+
+def text_replacements(path: str | Path, edit: Edit) -> list[tuple[int, int, str]] | None:
+    """The edit as (offset, length, inserted text) replacements in the file's text (SARIF ``fixes``), or None
+    where it has no exact place in the text."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        docs = list(_yaml().load_all(text))
+        found = _splices(text, docs, [edit], json_style=text.lstrip().startswith(("{", "[")))
+    except (_CannotSplice, OSError, ValueError):
+        return None
+    return [(start, end - start, new) for start, end, new in sorted(found)]
+
+
+def _splices(text: str, docs: list[Any], edits: Sequence[Edit], *, json_style: bool = False
+             ) -> list[tuple[int, int, str]]:
+    """Each op as (start, end, new text) at the place ruamel.yaml located; raises _CannotSplice."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     tx = _Text(text)
@@ -736,14 +759,11 @@ def _splice(text: str, docs: list[Any], edits: Sequence[Edit], *, json_style: bo
                 splices.append((tx.starts[line], tx.starts[line], "\n".join(lines) + "\n"))
             else:
                 raise _CannotSplice(f"op {op['op']} at {op['path']}")
-    out = text
-    # Later places first so earlier offsets stay valid; two edits at one place would be ambiguous.
+    # Two edits at one place would be ambiguous.
     places = [s for s, _, _ in splices]
     if len(places) != len(set(places)):
         raise _CannotSplice("two edits at one place")
-    for start, end, new in sorted(splices, key=lambda s: s[0], reverse=True):
-        out = out[:start] + new + out[end:]
-    return out
+    return splices
 
 
 _SEPARATOR = re.compile(r"^---[ \t]*(#.*)?$", re.M)

@@ -236,6 +236,23 @@ def _sarif_location(r: Result) -> dict[str, Any]:
                                   "fullyQualifiedName": f"{r.namespace or ''}/{r.ref}".lstrip("/")}]}
 
 
+def _sarif_fix(r: Result, fix: Fix) -> dict[str, Any] | None:
+    """A fix as SARIF ``fix``: the text replacements ``--fix`` would make in the file."""
+    from .fixes import Edit, text_replacements
+
+    found = text_replacements(r.file, Edit(r.document, "" if r.item is None else f"/items/{r.item}", fix.patch))
+    if not found:
+        return None
+    return {
+        "description": {"text": fix.description},
+        "artifactChanges": [{
+            "artifactLocation": {"uri": Path(r.file).as_posix()},
+            "replacements": [{"deletedRegion": {"charOffset": offset, "charLength": length},
+                              "insertedContent": {"text": text}} for offset, length, text in found],
+        }],
+    }
+
+
 def to_sarif(results: Sequence[Result], version: str = "0.1.0") -> str:
     """SARIF 2.1.0: a result per rejection (level error) and per warning (level warning), on the document's line."""
     out: list[dict[str, Any]] = []
@@ -247,6 +264,9 @@ def to_sarif(results: Sequence[Result], version: str = "0.1.0") -> str:
                 "properties": {"code": r.code, "estimate": r.estimate, "sources": r.sources,
                                "fixes": [f.as_dict() for f in r.fixes]},
             }
+            fixes = [f for f in (_sarif_fix(r, fix) for fix in r.fixes) if f is not None]
+            if fixes:
+                res["fixes"] = fixes
             out.append(res)
         for w in r.warnings:
             out.append({"ruleId": _RULES["warning"][0], "ruleIndex": 1, "level": "warning",

@@ -240,3 +240,23 @@ def test_fix_options_go_together(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, *base, "--suggestion", "2")[0] == 2
     code, _, err = run(capsys, *base, "--fix", "-o", "json")
     assert code == 2 and "--fix prints a diff" in err
+
+
+def test_sarif_fixes_are_the_text_edits_of_fix(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """SARIF `fixes` replacements, applied to the file, give what `--fix --suggestion N` writes."""
+    _, out, _ = run(capsys, "check", "-f", str(WORKLOADS), "--nodes", str(SINGLE), "-o", "sarif")
+    log = json.loads(out)
+    jsonschema.validate(log, SARIF_SCHEMA, cls=jsonschema.Draft4Validator)
+    text = WORKLOADS.read_text()
+    vllm_eq = next(r for r in log["runs"][0]["results"] if r["message"]["text"].startswith("deployment/vllm-eq"))
+    assert len(vllm_eq["fixes"]) == len(vllm_eq["properties"]["fixes"]) == 2
+    for n, fix in enumerate(vllm_eq["fixes"], start=1):
+        edited = text
+        for rep in sorted(fix["artifactChanges"][0]["replacements"],
+                          key=lambda x: x["deletedRegion"]["charOffset"], reverse=True):
+            at, length = rep["deletedRegion"]["charOffset"], rep["deletedRegion"]["charLength"]
+            edited = edited[:at] + rep["insertedContent"]["text"] + edited[at + length:]
+        only = tmp_path / f"vllm-eq-{n}.yaml"
+        only.write_text(text.split("\n---\n")[0] + "\n")
+        run(capsys, "check", "-f", str(only), "--nodes", str(SINGLE), "--fix", "--suggestion", str(n))
+        assert edited.split("\n---\n")[0] + "\n" == only.read_text()

@@ -61,6 +61,19 @@ def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:
     catalog = _catalog(config)
+    if (args.dry_run or args.suggestion != 1) and not args.fix:
+        raise UsageError("--suggestion and --dry-run go with --fix")
+    if args.fix and args.output != "text":
+        raise UsageError("--fix prints a diff; -o json|yaml|junit|sarif lists the fixes without applying them")
+    if args.output != "text" or args.fix:
+        from .report import run_check
+
+        if args.suggestion < 1:
+            raise UsageError("--suggestion: use 1 for the first fix, 2 for the second …")
+        for path in args.file:
+            load_file(path)  # bad input first (exit 2), as below
+        return run_check(args.file, args.output, _snapshot(args, config), config, catalog, fix=args.fix,
+                         suggestion=args.suggestion, dry_run=args.dry_run)
     objects: list[dict[str, Any]] = []
     for path in args.file:
         objects.extend(load_file(path))
@@ -337,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--explain", action="store_true",
                        help="also print where each input came from (annotation, flag, env, catalog, engine default)")
     _inventory_args(check)
+    check.add_argument("-o", "--output", choices=["text", "json", "yaml", "junit", "sarif"], default="text",
+                       help="text (default), or machine-readable results with fixes as JSON Patches")
+    check.add_argument("--fix", action="store_true",
+                       help="rewrite the files in place with a checked fix for each rejection; print the diff")
+    check.add_argument("--suggestion", type=int, default=1, metavar="N",
+                       help="with --fix: apply the Nth offered fix of each rejection (default 1)")
+    check.add_argument("--dry-run", action="store_true", help="with --fix: print the diff, change nothing")
     check.set_defaults(func=cmd_check)
 
     est = sub.add_parser("estimate", help="VRAM breakdown for a model")

@@ -283,22 +283,50 @@ def _fewest_gpus(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> tu
     return None
 
 
+@dataclass(frozen=True)
+class Change:
+    """One semantic change a suggestion makes: ``what`` is one of CHANGE_KINDS, ``value`` its new value.
+
+    ``gpus`` means GPUs per pod together with the engine's tensor-parallel size.
+    """
+
+    what: str
+    value: str | int
+
+
+CHANGE_KINDS = ("precision", "gpus", "kv_dtype", "context", "batch", "max_seqs", "gradient_checkpointing",
+                "finetune", "parallelism")
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A "Try:" text and the changes that make it (empty when no single edit of the manifest does)."""
+
+    text: str
+    changes: tuple[Change, ...] = ()
+
+
 def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
     """Concrete changes, each re-estimated by the engine model, that would let some node hold the workload.
 
     Each names the engine's own flag where it has one (``--max-model-len 24576``,
     ``--tensor-parallel-size 2`` with ``nvidia.com/gpu: 2``), and the annotation that says the same.
     """
+    return [s.text for s in structured_suggestions(demand, nodes)]
+
+
+def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Suggestion]:
+    """:func:`suggestions` with the semantic changes behind each text (for `vramgate check` fixes)."""
     est = demand.estimate
     util = demand.utilization
     if est is None:
         most = max(n.capacity for n in nodes)
-        return [f"lower vramgate.io/vram, or request up to {most} GPUs to split it"]
+        return [Suggestion(f"lower vramgate.io/vram, or request up to {most} GPUs to split it")]
     req = est.request
     engine = req.engine
     largest = max(nodes, key=lambda n: n.vram_mib)
     room = largest.vram_mib * util
-    tips: list[str] = []
+    tips: list[Suggestion] = []
     current_bits = PRECISIONS[req.precision].bits
     for p in DOWNGRADES:
         if PRECISIONS[p].bits >= current_bits:
@@ -307,36 +335,38 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
         if alt.per_gpu_mib <= room:
             how = suggest(engine, "fp8") if p == "fp8" else None
             how = how or f"an {p.upper()} checkpoint of the model"
-            tips.append(f"{how} (vramgate.io/precision: {p}) → {_gib(alt.per_gpu_mib)} GiB per GPU")
+            tips.append(Suggestion(f"{how} (vramgate.io/precision: {p}) → {_gib(alt.per_gpu_mib)} GiB per GPU",
+                                   (Change("precision", p),)))
             break
     more = _fewest_gpus(req, nodes, util)
     if more is not None:
         g, alt_mib, host = more
         tp = suggest(engine, "tp", g)
-        tips.append(f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else ", tensor parallel")
-                    + f") → {_gib(alt_mib)} GiB per GPU on {host}")
+        tips.append(Suggestion(f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else ", tensor parallel")
+                               + f") → {_gib(alt_mib)} GiB per GPU on {host}", (Change("gpus", g),)))
     if req.workload == "inference" and est.kv_cache_mib > 0:
         if req.kv_cache_dtype is None and suggest(engine, "kv_fp8") and PRECISIONS[req.precision].bits >= 8:
             alt = run_estimate(req.but(kv_cache_dtype="fp8"))
             if alt.per_gpu_mib <= room:
-                tips.append(f"{suggest(engine, 'kv_fp8')} (vramgate.io/kv-cache-dtype: fp8) → "
-                            f"{_gib(alt.per_gpu_mib)} GiB per GPU")
+                tips.append(Suggestion(f"{suggest(engine, 'kv_fp8')} (vramgate.io/kv-cache-dtype: fp8) → "
+                                       f"{_gib(alt.per_gpu_mib)} GiB per GPU", (Change("kv_dtype", "fp8"),)))
         ctx = max_context(req, room)
         if ctx is not None and ctx < req.context and ctx >= 256:
             n = round_context(ctx)
             flag = suggest(engine, "context", n) or f"--max-model-len {n}"
-            tips.append(f"{flag} (vramgate.io/context-length: {n}; the model allows {req.context})")
+            tips.append(Suggestion(f"{flag} (vramgate.io/context-length: {n}; the model allows {req.context})",
+                                   (Change("context", n),)))
         if req.batch > 1:
             for b in range(req.batch - 1, 0, -1):
                 if run_estimate(req.but(batch=b)).per_gpu_mib <= room:
-                    tips.append(f"batch {b} (vramgate.io/batch-size)")
+                    tips.append(Suggestion(f"batch {b} (vramgate.io/batch-size)", (Change("batch", b),)))
                     break
         if est.activations_mib / max(req.gpus, 1) > 2048 and suggest(engine, "max_seqs"):
             for seqs in (64, 32, 16, 8, 4, 1):
                 alt = run_estimate(req.but(max_num_seqs=seqs))
                 if alt.per_gpu_mib <= room:
-                    tips.append(f"{suggest(engine, 'max_seqs', seqs)} (a smaller start-up profile) → "
-                                f"{_gib(alt.per_gpu_mib)} GiB per GPU")
+                    tips.append(Suggestion(f"{suggest(engine, 'max_seqs', seqs)} (a smaller start-up profile) → "
+                                           f"{_gib(alt.per_gpu_mib)} GiB per GPU", (Change("max_seqs", seqs),)))
                     break
     if req.workload == "training":
         tips.extend(_training_tips(req, room))
@@ -349,33 +379,66 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
             if combo is not None:
                 g, per_gpu, host = combo
                 tp = suggest(engine, "tp", g)
-                tips.append(f"{p} weights on {g} GPUs (vramgate.io/precision: {p}, nvidia.com/gpu: {g}"
-                            + (f", {tp}" if tp else "") + f") → {_gib(per_gpu)} GiB per GPU on {host}")
+                tips.append(Suggestion(f"{p} weights on {g} GPUs (vramgate.io/precision: {p}, nvidia.com/gpu: {g}"
+                                       + (f", {tp}" if tp else "") + f") → {_gib(per_gpu)} GiB per GPU on {host}",
+                                       (Change("precision", p), Change("gpus", g))))
                 break
     if not tips:
         most = max(n.capacity for n in nodes)
         floor = run_estimate(req.but(precision="int4", gpus=max(most, req.gpus), context=min(req.context, 2048),
                                      batch=1))
-        tips.append(f"a smaller model, or nodes with larger GPUs (even int4 on {floor.request.gpus} GPU(s) with "
-                    f"2048 tokens needs {_gib(floor.per_gpu_mib)} GiB per GPU)")
+        tips.append(Suggestion(f"a smaller model, or nodes with larger GPUs (even int4 on {floor.request.gpus} GPU(s) "
+                               f"with 2048 tokens needs {_gib(floor.per_gpu_mib)} GiB per GPU)"))
     return tips
 
 
-def _training_tips(req: EstimateRequest, room: float) -> list[str]:
+def fewer_gpus_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Suggestion]:
+    """For a pod that asks for more GPUs than any node has: the most GPUs some node has on which the model
+    fits, at its precision or, failing that, the first lower one that fits (re-estimated by the engine model)."""
+    est = demand.estimate
+    if est is None or not nodes or demand.group_size > 1:
+        return []
+    req = est.request
+    util = demand.utilization
+    most = max(n.capacity for n in nodes)
+    if most >= demand.gpus:
+        return []
+    bits = PRECISIONS[req.precision].bits
+    for p in (req.precision, *(q for q in DOWNGRADES if PRECISIONS[q].bits < bits)):
+        for g in range(most, 0, -1):
+            if g > 1 and (req.spec.heads % g if req.spec else g & (g - 1)) != 0:
+                continue
+            alt = run_estimate(req.but(gpus=g, precision=p))
+            host = next((n for n in nodes if n.capacity >= g and n.vram_mib > 0
+                         and alt.per_gpu_mib <= n.vram_mib * util), None)
+            if host is None:
+                continue
+            tp = suggest(req.engine, "tp", g)
+            changes: tuple[Change, ...] = (Change("gpus", g),)
+            text = f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else "")
+            if p != req.precision:
+                changes = (Change("precision", p), *changes)
+                text += f", vramgate.io/precision: {p}"
+            return [Suggestion(f"{text}) → {_gib(alt.per_gpu_mib)} GiB per GPU on {host.product or host.name}",
+                               changes)]
+    return []
+
+
+def _training_tips(req: EstimateRequest, room: float) -> list[Suggestion]:
     """Training changes that fit: gradient checkpointing, QLoRA, sharding the states."""
-    tips: list[str] = []
-    options: list[tuple[str, EstimateRequest]] = []
+    tips: list[Suggestion] = []
+    options: list[tuple[str, EstimateRequest, Change]] = []
     if not req.gradient_checkpointing:
         options.append(("--gradient_checkpointing True (vramgate.io/gradient-checkpointing: true)",
-                        req.but(gradient_checkpointing=True)))
+                        req.but(gradient_checkpointing=True), Change("gradient_checkpointing", "true")))
     if req.finetune in (None, "full", "lora"):
         options.append(("QLoRA: --use_peft --load_in_4bit (vramgate.io/finetune: qlora)",
-                        req.but(finetune="qlora", precision="nf4")))
+                        req.but(finetune="qlora", precision="nf4"), Change("finetune", "qlora")))
     if req.gpus > 1 and req.parallelism in ("ddp", "zero1", "zero2"):
         options.append(("FSDP across the GPUs: --fsdp \"full_shard auto_wrap\" (vramgate.io/parallelism: fsdp)",
-                        req.but(parallelism="fsdp")))
-    for text, alt_req in options:
+                        req.but(parallelism="fsdp"), Change("parallelism", "fsdp")))
+    for text, alt_req, change in options:
         alt = run_estimate(alt_req)
         if alt.per_gpu_mib <= room:
-            tips.append(f"{text} → {_gib(alt.per_gpu_mib)} GiB per GPU")
+            tips.append(Suggestion(f"{text} → {_gib(alt.per_gpu_mib)} GiB per GPU", (change,)))
     return tips

@@ -150,3 +150,10 @@ def test_argparse_spellings() -> None:
 def test_last_occurrence_wins_and_negative_numbers_are_values() -> None:
     argv = parse_argv(["--max-model-len", "1", "--max-model-len", "2", "--model", "-1"], TABLE)
     assert argv.get("--max-model-len") == "2" and argv.get("--model") == "-1"
+
+
+def test_a_trailing_comment_ends_at_its_newline() -> None:
+    # shlex's comment handling would swallow the newline and join the next command to this one.
+    cmds = split_script("pip list | grep vllm  # note\nvllm serve m --max-model-len 4096  # why\necho done", {})
+    assert [c.words for c in cmds] == [("pip", "list"), ("grep", "vllm"),
+                                        ("vllm", "serve", "m", "--max-model-len", "4096"), ("echo", "done")]

@@ -198,10 +198,22 @@ def _words(text: str) -> Iterable[list[str]]:
     lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()")
     lexer.whitespace = " \t\r"  # newlines separate commands
     lexer.whitespace_split = True
-    lexer.commenters = "#"
+    # shlex's own comment handling eats the newline that ends the comment (joining the next command
+    # to this one); a word that starts with "#" starts a comment up to that newline instead.
+    lexer.commenters = ""
     current: list[str] = []
+    in_comment = False
     try:
         for token in _tokens_keep_newlines(lexer):
+            if in_comment:
+                in_comment = token != "\n"
+                if not in_comment and current:
+                    yield current
+                    current = []
+                continue
+            if token.startswith("#"):
+                in_comment = True
+                continue
             if token in _SEPARATORS or (token and set(token) <= _PUNCTUATION):
                 if current:
                     yield current

@@ -174,7 +174,11 @@ def classify(judgement: Judgement, snapshot: Snapshot) -> _Row:
         d = judgement.demand
         if d is None:
             return "fail", judgement.code, judgement.message, "", "", None, 0
-        best, _, _ = best_node(Need.of(d), snapshot, d.placement or "binpack")
+        # The node that comes closest: a fitting one now if any (a selector or the driver failed it), else
+        # the largest GPUs.
+        best, code, _ = best_node(Need.of(d), snapshot, d.placement or "binpack")
+        if code is not None and snapshot.by_vram:
+            best = snapshot.by_vram[0].name
         return "fail", judgement.code, judgement.message, need_text(d.gpus, d.per_gpu_mib), best, d.per_gpu_mib, d.gpus
     rows: list[_Row] = []
     for j in [r.judgement for r in judgement.roles] or [judgement]:

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from .catalog import Catalog
 from .config import Config
-from .inventory import NodeGPUs
 from .kinds import KINDS, RUNTIME_KINDS, Runtimes
 from .placement import Code, Need, fit, score
 from .snapshot import Snapshot
@@ -242,10 +241,14 @@ def counts(results: Iterable[AuditResult]) -> dict[Result, int]:
     return out
 
 
-def capabilities(snapshot: Snapshot) -> frozenset[tuple[str, NodeGPUs]]:
-    """What an audit verdict depends on in the inventory: each GPU node's capability and health, not its free
-    GPUs. Two snapshots with the same fingerprint give every workload the same verdict, so the controller
-    re-judges only when this changes (a node added, removed, relabelled, its health or driver changed)."""
+def capabilities(snapshot: Snapshot) -> frozenset[tuple[Any, ...]]:
+    """What an audit verdict depends on in the inventory: each GPU node's capability, health, labels and taints,
+    not its free GPUs. Two snapshots with the same fingerprint give every workload the same verdict, so the
+    controller re-judges only when this changes (a node added, removed, relabelled, its health or driver)."""
     from .snapshot import capability
 
-    return frozenset((n.name, capability(n)) for n in snapshot.by_vram)
+    return frozenset(
+        (n.name, capability(n), frozenset(n.labels.items()),
+         frozenset(tuple(sorted((str(k), str(v)) for k, v in t.items())) for t in n.taints))
+        for n in snapshot.by_vram
+    )

@@ -300,17 +300,20 @@ class Auditor:
                 if exc.status == 0:
                     raise
                 log.warning("audit: report in %s: %s", ns, exc)  # 409/404: the next pass writes it
+        # A namespace whose GPU workloads are gone keeps an empty report (never deleted: the controller's RBAC
+        # has no delete verb); it goes with its namespace.
         for ns in existing.keys() - grouped.keys():
-            if not self.can_write():
-                break
+            body = desired_report(ns, [], api=api, max_results=cap, now=now, previous=existing[ns])
+            if body is None or not self.can_write():
+                continue
+            body["metadata"]["resourceVersion"] = (existing[ns].get("metadata") or {}).get("resourceVersion")
             try:
-                self.api.request("DELETE", api.path(ns))
-                self.metrics.audit_report_writes.labels(action="delete").inc()
+                self.api.request("PUT", api.path(ns), body)
+                self.metrics.audit_report_writes.labels(action="update").inc()
             except ApiError as exc:
                 if exc.status == 0:
                     raise
-                if exc.status != 404:
-                    log.warning("audit: report in %s: %s", ns, exc)
+                log.warning("audit: report in %s: %s", ns, exc)
         return True
 
     # ------------------------------------------------------------------ events

@@ -8,6 +8,7 @@ changed (no write, no churn), and keeps each unchanged result's timestamp so a r
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ def _result_entry(r: AuditResult, seconds: int) -> dict[str, Any]:
 
 def _identity(entry: Mapping[str, Any]) -> Any:
     """A result without its timestamp: equal identities are the same finding."""
-    return repr(sorted((k, v) for k, v in entry.items() if k != "timestamp"))
+    return json.dumps({k: v for k, v in entry.items() if k != "timestamp"}, sort_keys=True)
 
 
 def desired_report(

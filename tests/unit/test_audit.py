@@ -120,7 +120,11 @@ def test_an_unchanged_report_is_not_rewritten_and_unchanged_results_keep_their_s
     rows = [result("a"), result("b")]
     first = desired_report("ml", rows, now=100)
     assert first is not None
-    stored = {**json.loads(json.dumps(first)), "metadata": {**first["metadata"], "resourceVersion": "7", "uid": "u"}}
+    # As the API server returns it: keys in its own order, metadata filled in.
+    stored = json.loads(json.dumps(first, sort_keys=True))
+    stored["metadata"] = {**stored["metadata"], "resourceVersion": "7", "uid": "u"}
+    for entry in stored["results"]:
+        entry["resources"] = [dict(reversed(list(r.items()))) for r in entry["resources"]]
     assert desired_report("ml", rows, now=200, previous=stored) is None  # nothing changed: no write
     # b's message changes: only b gets a new stamp.
     second = desired_report("ml", [result("a"), result("b", msg="other")], now=300, previous=stored)

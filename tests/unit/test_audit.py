@@ -211,3 +211,24 @@ def test_cli_live_without_credentials_exits_2(tmp_path: Path, capsys: pytest.Cap
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert main(["audit", "-A"]) == 2
     assert "cannot reach a cluster" in capsys.readouterr().err
+
+
+def test_kubectl_plugin_entry_point(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).parent / "kubectl-vramgate"
+    nodes = write(tmp_path / "nodes.yaml", gpu_node("t4", gpus=1, mem=16384, product="Tesla-T4"))
+    files = write(tmp_path / "w.yaml", deployment(BIG, name="big"))
+    out = subprocess.run([str(exe), "explain", "deployment/big", "--nodes", str(nodes), "-f", str(files)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "TooFewGPUs" in out.stdout, out.stderr
+
+
+def test_krew_manifest_names_the_plugin_binary() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "krew" / "vramgate.yaml").read_text()
+    doc = yaml.safe_load(text.replace("{{addURIAndSha", "#").replace("{{ .TagName }}", "v0.1.0"))
+    assert doc["kind"] == "Plugin" and doc["metadata"]["name"] == "vramgate"
+    assert doc["spec"]["platforms"][0]["bin"] == "kubectl-vramgate"
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert 'kubectl-vramgate = "webhook.plugin:main"' in pyproject

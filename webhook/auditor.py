@@ -29,6 +29,7 @@ from .snapshot import Snapshot
 log = logging.getLogger("vramgate.audit")
 
 COMPONENT = "vramgate-audit"
+RETRY_SECONDS = 10.0  # after a failed pass
 EVENT_REASON = "VRAMGateAuditFailed"
 
 # (group/version path, plural, kind, namespaced): every kind admission judges, and the runtimes they name.
@@ -170,8 +171,8 @@ class Auditor:
         self._reports_missing_logged = False
 
     def postpone(self) -> None:
-        """After a failed pass: try again after the minimum interval, not in a tight loop."""
-        self._last_pass = self.clock()
+        """After a failed pass (the API server unreachable, …): try again in a while, not in a tight loop."""
+        self._last_pass = self.clock() + max(0.0, RETRY_SECONDS - self.config.audit.min_interval_seconds)
 
     def due(self, snapshot: Snapshot, now: float | None = None) -> str | None:
         """Why a pass is due now ("inventory" or "period"), or None."""

@@ -18,7 +18,7 @@ import yaml
 
 from .apiserver import ApiError, RawApi
 from .audit import AuditResult, audit, counts
-from .auditor import BUILTIN, CUSTOM, list_nodes_and_pods, list_workloads, namespace_modes
+from .auditor import BUILTIN, CUSTOM, POD_SELECTOR, list_nodes_and_pods, list_workloads, namespace_modes
 from .catalog import Catalog, builtin_catalog
 from .config import Config
 from .explain import as_dict, explain, render
@@ -270,6 +270,21 @@ def scheduler_events(api: RawApi, namespace: str, kind: str, name: str, limit: i
     return out
 
 
+def _bound_pods(api: RawApi, namespace: str, kind: str, name: str) -> dict[str, str]:
+    """The workload's pods already bound to a node (its own pod, or those named ``NAME-…``), pod → node."""
+    try:
+        data = api.get(f"/api/v1/namespaces/{namespace}/pods", query={"fieldSelector": POD_SELECTOR})
+    except ApiError:
+        return {}
+    out = {}
+    for p in (data or {}).get("items") or []:
+        pod_name = str((p.get("metadata") or {}).get("name") or "")
+        node = (p.get("spec") or {}).get("nodeName")
+        if node and (pod_name == name if kind == "Pod" else pod_name.startswith(f"{name}-")):
+            out[pod_name] = str(node)
+    return out
+
+
 def cmd_explain(args: argparse.Namespace, config: Config) -> int:
     catalog = _catalog(config)
     try:
@@ -287,7 +302,9 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
             except ApiError as exc:
                 raise _api_failure(exc) from None
             events = scheduler_events(api, namespace, kind, name)
-            result = explain(obj, snapshot, config, catalog, runtimes=_runtimes_live(api, namespace), events=events)
+            placed = _bound_pods(api, namespace, kind, name)
+            result = explain(obj, snapshot, config, catalog, runtimes=_runtimes_live(api, namespace), events=events,
+                             placed=placed)
     except (UsageError, ManifestError) as exc:
         print(f"vramgate explain: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

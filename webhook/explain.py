@@ -10,7 +10,7 @@ workload could really use. ``vramgate explain`` gathers the inputs (a cluster, o
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .catalog import Catalog
@@ -71,6 +71,7 @@ class Explanation:
     warnings: tuple[str, ...]
     roles: tuple[RoleExplanation, ...]
     events: tuple[str, ...] = field(default=())
+    placed: tuple[str, ...] = field(default=())  # pod → node, for the workload's pods already bound
 
     @property
     def fix(self) -> str:
@@ -169,9 +170,13 @@ def _fix(demand: Demand | None, judgement: Judgement, outcomes: list[NodeOutcome
 
 def explain(
     obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, *,
-    runtimes: Runtimes | None = None, events: Iterable[str] = (),
+    runtimes: Runtimes | None = None, events: Iterable[str] = (), placed: Mapping[str, str] | None = None,
 ) -> Explanation:
-    """Explain one workload object against the inventory (and the scheduler's events about its pods)."""
+    """Explain one workload object against the inventory (and the scheduler's events about its pods).
+
+    ``placed`` maps the workload's pods that are already bound to their nodes: the GPUs they hold are
+    theirs, so a node that is busy only because of them is not a reason it cannot run.
+    """
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     assert isinstance(meta, dict)
     ns = str(meta.get("namespace") or "default")
@@ -197,8 +202,13 @@ def explain(
             sources=tuple(d.explain()) if d is not None else (), nodes=tuple(outcomes),
             fix=_fix(d, j, outcomes, snapshot),
         ))
+    bound = tuple(f"{pod} → {node}" for pod, node in sorted((placed or {}).items()))
+    if placed and judgement.allowed and len(roles) == 1 and roles[0].fix.startswith("wait for or free"):
+        nodes = sorted(set(placed.values()))
+        roles[0] = replace(roles[0], fix=f"none needed for its running pods (on {', '.join(nodes[:3])}); "
+                                         f"a further replica must {roles[0].fix}")
     return Explanation(ref, ns, judgement.allowed, judgement.message, judgement.warnings, tuple(roles),
-                       tuple(events))
+                       tuple(events), bound)
 
 
 def render(e: Explanation, per_group: int = 5) -> str:
@@ -228,6 +238,9 @@ def render(e: Explanation, per_group: int = 5) -> str:
             lines.append("  GPU nodes: none in the inventory")
         if r.fix:
             lines.append(f"  change that would place it: {r.fix}")
+    if e.placed:
+        lines.append("pods bound:")
+        lines.extend(f"  {p}" for p in e.placed)
     if e.events:
         lines.append("scheduler:")
         lines.extend(f"  {ev}" for ev in e.events)
@@ -250,5 +263,6 @@ def as_dict(e: Explanation) -> dict[str, Any]:
             "fix": r.fix,
         } for r in e.roles],
         "events": list(e.events),
+        "podsBound": list(e.placed),
         "fix": e.fix,
     }

@@ -232,3 +232,12 @@ def test_krew_manifest_names_the_plugin_binary() -> None:
     assert doc["spec"]["platforms"][0]["bin"] == "kubectl-vramgate"
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert 'kubectl-vramgate = "webhook.plugin:main"' in pyproject
+
+
+def test_explain_does_not_blame_the_gpus_its_own_pods_hold() -> None:
+    s = snapshot_from_nodes([gpu_node("l4", gpus=1, mem=24576, product="NVIDIA-L4")], CFG, used={"l4": 1})
+    e = explain(deployment(SMALL, name="llama"), s, CFG, CAT, placed={"llama-5d4-x": "l4"})
+    assert e.fix.startswith("none needed for its running pods (on l4)")
+    assert "llama-5d4-x → l4" in render(e)
+    e = explain(deployment(SMALL, name="llama"), s, CFG, CAT)
+    assert e.fix.startswith("wait for or free 1 GPU(s) on l4")

@@ -15,8 +15,10 @@ from typing import Any, Literal
 
 from .catalog import Catalog
 from .config import Config
+from .demand import Demand
+from .explain import node_outcome
 from .kinds import KINDS, RUNTIME_KINDS, Runtimes
-from .placement import Code, Need, fit, score
+from .placement import Code, Need, score
 from .snapshot import Snapshot
 from .verdict import Judgement, judge
 
@@ -136,34 +138,38 @@ def need_text(gpus: int, per_gpu_mib: int | None) -> str:
     return f"{gpus} × {_gib(per_gpu_mib)} GiB"
 
 
-def best_node(need: Need, snapshot: Snapshot, mode: str = "binpack") -> tuple[str, Code | None, str]:
-    """A node that holds the pod now (best scored), else the nearest miss: (name, its code, its reason).
+def best_node(demand: Demand, snapshot: Snapshot, gpu_resource: str = "nvidia.com/gpu") -> tuple[str, str | None, str]:
+    """A node that takes the pod now (best scored), else the nearest miss: (name, its code, its reason).
 
-    Busy GPUs do not count against a node (waiting or preemption frees them); a fault, a missing device
-    plugin, too few or too small GPUs or an old driver do.
+    Each node is judged as the extender judges it, then by the pod's selector and tolerations
+    (:func:`webhook.explain.node_outcome`). Busy GPUs do not count against a node (waiting or preemption
+    frees them); a fault, a missing device plugin, too few or too small GPUs, an old driver, a selector
+    that excludes it or a taint the pod does not tolerate do.
     """
+    need = Need.of(demand)
+    mode = demand.placement or "binpack"
     best: tuple[int, str] | None = None
-    miss: tuple[str, Code, str] | None = None
+    miss: tuple[str, str, str] | None = None
     for n in snapshot.by_vram:
-        f = fit(need, n, snapshot.free_gpus(n.name))
-        if f.fits or f.code is Code.GPUS_BUSY:
-            s = score(need, n, n.allocatable, "spread" if mode == "spread" else "binpack")
+        o = node_outcome(demand, n, snapshot.free_gpus(n.name), gpu_resource)
+        if o.code in (Code.FITS, Code.GPUS_BUSY):
+            s = score(need, n, n.allocatable, mode)
             if best is None or s > best[0]:
                 best = (s, n.name)
-        elif miss is None or (miss[1] in _SIZE and f.code not in _SIZE):
+        elif miss is None or (miss[1] in _SIZE and o.code not in _SIZE):
             # by_vram is largest first, so the first miss is the nearest for size; a miss for another cause
-            # (a fault, the driver) is the more useful thing to name.
-            miss = (n.name, f.code, f.reason)
+            # (a fault, the driver, a taint) is the more useful thing to name.
+            miss = (n.name, o.code, o.reason)
     if best is not None:
         return best[1], None, ""
     return miss if miss is not None else ("", None, "")
 
 
-_SIZE = frozenset({Code.VRAM_TOO_SMALL, Code.TOO_FEW_GPUS})
+_SIZE = frozenset({str(Code.VRAM_TOO_SMALL), str(Code.TOO_FEW_GPUS)})
 _Row = tuple[Result, str, str, str, str, int | None, int]
 
 
-def classify(judgement: Judgement, snapshot: Snapshot) -> _Row:
+def classify(judgement: Judgement, snapshot: Snapshot, gpu_resource: str = "nvidia.com/gpu") -> _Row:
     """(result, code, message, need, best node, MiB per GPU, GPUs) for one judgement.
 
     fail: admission would reject it. warn: admitted, but no node can hold it now (all that could are
@@ -175,7 +181,7 @@ def classify(judgement: Judgement, snapshot: Snapshot) -> _Row:
             return "fail", judgement.code, judgement.message, "", "", None, 0
         # The node that comes closest: a fitting one now if any (a selector or the driver failed it), else
         # the largest GPUs.
-        best, code, _ = best_node(Need.of(d), snapshot, d.placement or "binpack")
+        best, code, _ = best_node(d, snapshot)
         if code is not None and snapshot.by_vram:
             best = snapshot.by_vram[0].name
         return "fail", judgement.code, judgement.message, need_text(d.gpus, d.per_gpu_mib), best, d.per_gpu_mib, d.gpus
@@ -185,11 +191,11 @@ def classify(judgement: Judgement, snapshot: Snapshot) -> _Row:
         if d is None:
             continue
         text = need_text(d.gpus, d.per_gpu_mib)
-        name, code, reason = best_node(Need.of(d), snapshot, d.placement or "binpack")
+        name, code, reason = best_node(d, snapshot, gpu_resource)
         ref = j.view.ref if j.view else d.view.ref
         if code is not None:
-            msg = f"{ref}: admitted, but no GPU node can hold it now: {name}: {code}: {reason}"
-            return "warn", str(code), msg, text, name, d.per_gpu_mib, d.gpus
+            msg = f"{ref}: admitted, but no GPU node can take it now: {name}: {code}: {reason}"
+            return "warn", code, msg, text, name, d.per_gpu_mib, d.gpus
         risky = [w for w in j.warnings if "not checked" in w or "may not fit" in w]
         if j.code == Code.VRAM_UNKNOWN or risky:
             rows.append(("warn", j.code, risky[0] if risky else "; ".join(j.warnings), text, name, d.per_gpu_mib,
@@ -212,7 +218,7 @@ def audit_one(
         return None  # no GPU asked for (non-GPU pods aimed at GPU nodes are admission's business)
     if enforcement == "off":
         return AuditResult(ref, "skip", "enforcement-off", "namespace has vramgate.io/enforcement=off")
-    result, code, message, need, best, per_gpu, gpus = classify(judgement, snapshot)
+    result, code, message, need, best, per_gpu, gpus = classify(judgement, snapshot, config.labels.gpu_resource)
     return AuditResult(ref, result, code, message, need, best, per_gpu, gpus)
 
 

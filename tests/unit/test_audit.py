@@ -71,7 +71,12 @@ def test_pass_fail_and_warn_when_the_only_big_node_is_down() -> None:
     faulty = snap(gpu_node("a100", mem=81920, allocatable=0), gpu_node("t4", gpus=1, mem=16384, product="Tesla-T4"))
     results = {r.workload.name: r for r in audit(objs, faulty, CFG, CAT)}
     assert results["small"].result == "warn" and results["small"].code == "GPUFault"
-    assert "no GPU node can hold it now" in results["small"].message
+    assert "no GPU node can take it now" in results["small"].message
+    # The only node that could take it is tainted for another team: at risk too.
+    tainted = snap(gpu_node("a100", taints=[{"key": "team", "value": "x", "effect": "NoSchedule"}]),
+                   gpu_node("t4", gpus=1, mem=16384))
+    results = {r.workload.name: r for r in audit(objs, tainted, CFG, CAT)}
+    assert results["small"].result == "warn" and results["small"].code == "Taint"
 
 
 def test_enforcement_off_is_skipped_and_warn_namespaces_are_judged() -> None:
@@ -241,3 +246,16 @@ def test_explain_does_not_blame_the_gpus_its_own_pods_hold() -> None:
     assert "llama-5d4-x → l4" in render(e)
     e = explain(deployment(SMALL, name="llama"), s, CFG, CAT)
     assert e.fix.startswith("wait for or free 1 GPU(s) on l4")
+
+
+def test_docs_examples_give_what_docs_audit_md_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    root = Path(__file__).resolve().parents[2]
+    ex = root / "examples" / "audit"
+    assert main(["audit", "--nodes", str(ex / "nodes-degraded.yaml"), "-f", str(ex), "-o", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    got = {w["name"]: (w["result"], w["reason"]) for w in doc["workloads"]}
+    assert got == {"llama": ("warn", "GPUFault"), "qwen-72b": ("fail", "VRAMTooSmall")}
+    assert main(["explain", "deploy/llama", "-n", "ml", "--nodes", str(ex / "nodes-degraded.yaml"), "-f", str(ex)]) == 0
+    out = capsys.readouterr().out
+    assert "change that would place it: tolerate team=vision:NoSchedule (then it fits on gpu-l4-0)" in out
+    assert out.strip() in (root / "docs" / "audit.md").read_text()

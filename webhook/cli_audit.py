@@ -221,7 +221,8 @@ def _get_live(api: RawApi, kind: str, name: str, namespace: str) -> dict[str, An
             obj = api.get(path)
         except ApiError as exc:
             if exc.status == 404:
-                raise UsageError(f'{kind.lower()}/{name} not found in namespace "{namespace}"') from None
+                raise UsageError(f'{kind.lower()}/{name} not found in namespace "{namespace}" (if admission rejected '
+                                 "it, it was never created: pass its manifest with -f)") from None
             raise _api_failure(exc) from None
         return {"apiVersion": base.removeprefix("/apis/").removeprefix("/api/"), "kind": kind, **obj}
     raise UsageError(f"unknown kind {kind}")  # pragma: no cover - ALIASES only names known kinds
@@ -289,22 +290,31 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
     catalog = _catalog(config)
     try:
         kind, name = parse_target(args.target)
-        if _offline(args):
+        if args.nodes and not args.file:
+            raise UsageError("--nodes FILE needs -f FILE|DIR (the manifests to explain offline)")
+        if args.nodes:
             objects = _default_namespace(_manifests(args.file), args.namespace or "default")
             obj = _find_offline(objects, kind, name, args.namespace)
             snapshot = snapshot_from_nodes(load_nodes(args.nodes), config)
             result = explain(obj, snapshot, config, catalog, runtimes=Runtimes.of(objects))
         else:
+            # Live; with -f the workload comes from its manifest (one admission rejected was never created),
+            # judged against the cluster's nodes.
             api, namespace = _live(args)
-            obj = _get_live(api, kind, name, namespace)
+            if args.file:
+                objects = _default_namespace(_manifests(args.file), namespace)
+                obj = _find_offline(objects, kind, name, namespace)
+                runtimes = Runtimes.of(objects)
+            else:
+                obj = _get_live(api, kind, name, namespace)
+                runtimes = _runtimes_live(api, namespace)
             try:
                 snapshot = _live_snapshot(api, config)
             except ApiError as exc:
                 raise _api_failure(exc) from None
             events = scheduler_events(api, namespace, kind, name)
             placed = _bound_pods(api, namespace, kind, name)
-            result = explain(obj, snapshot, config, catalog, runtimes=_runtimes_live(api, namespace), events=events,
-                             placed=placed)
+            result = explain(obj, snapshot, config, catalog, runtimes=runtimes, events=events, placed=placed)
     except (UsageError, ManifestError) as exc:
         print(f"vramgate explain: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -324,7 +334,8 @@ def _offline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", metavar="FILE", help="offline: Node objects (kubectl get nodes -o yaml) instead of "
                    "a cluster; needs -f")
     p.add_argument("-f", "--file", nargs="+", action="extend", metavar="FILE|DIR",
-                   help="offline: manifests (files or folders of .yaml/.yml/.json); needs --nodes")
+                   help="manifests (files or folders of .yaml/.yml/.json): offline with --nodes; for explain alone, "
+                   "the workload from its manifest judged against the cluster")
 
 
 def add_parsers(sub: Any) -> None:
@@ -339,6 +350,6 @@ def add_parsers(sub: Any) -> None:
                        "place it")
     e.add_argument("target", nargs="+", metavar="KIND/NAME", help="e.g. deployment/llama, pod/llama-0, lws/big")
     add_cluster_args(e)
-    _offline_args(e)
+    _offline_args(e)  # -f alone: the workload from its manifest, the nodes and events from the cluster
     e.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
     e.set_defaults(func=cmd_explain)

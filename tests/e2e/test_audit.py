@@ -4,10 +4,12 @@ returns; `vramgate audit` and `vramgate explain` read the same cluster; the repo
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,6 +107,7 @@ def cli(cluster: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_deployment_fails_when_its_only_big_node_goes_and_passes_when_it_returns(
     cluster: ControlPlane, namespace: str, gpu_nodes: Callable[..., Any], controller: Callable[..., Replica],
+    tmp_path: Path,
 ) -> None:
     gpu_nodes("e2e-aud-small", gpus=1, mem_mib=16384, product="Tesla-T4")
     gpu_nodes("e2e-aud-big", gpus=2, mem_mib=81920, product="NVIDIA-H100-80GB-HBM3")
@@ -137,6 +140,17 @@ def test_a_deployment_fails_when_its_only_big_node_goes_and_passes_when_it_retur
     assert "REJECTED" in out.stdout and "VRAMTooSmall (1):" in out.stdout and "e2e-aud-small" in out.stdout
     assert "model: env MODEL_NAME → catalog llama-3-8b-instruct" in out.stdout
     assert "change that would place it:" in out.stdout
+    # A workload admission would reject was never created: explain it from its manifest, against the cluster.
+    manifest = tmp_path / "huge.yaml"
+    manifest.write_text(json.dumps({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "huge"},
+                                    "spec": {"template": {"spec": {"containers": [{
+                                        "name": "vllm", "image": "vllm/vllm-openai:v0.6.3", "env": [BIG_MODEL],
+                                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}))
+    out = cli(cluster, "explain", "deploy/huge", "-n", namespace, "-f", str(manifest))
+    assert out.returncode == 0, out.stderr
+    assert f"deployment/huge (namespace {namespace})" in out.stdout and "e2e-aud-small (Tesla-T4)" in out.stdout
+    out = cli(cluster, "explain", "deploy/huge", "-n", namespace)
+    assert out.returncode == 2 and "pass its manifest with -f" in out.stderr
 
     rv = failing["metadata"]["resourceVersion"]
     r_passes = r.sample("vramgate_audit_passes_total", trigger="period")

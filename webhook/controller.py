@@ -3,7 +3,8 @@ health as labels, a taint and Events, and (opt-in) evicts GPU pods from failed G
 
 Decisions come from :mod:`webhook.health` (hysteresis) and :mod:`webhook.remediation` (which pods,
 how fast); this module reads the inventory snapshot, talks to the API server in threads, and writes
-only while it holds the Lease.
+only while it holds the Lease. The leader also runs the background audit (:mod:`webhook.auditor`) in
+its own task, so a long pass never delays node health.
 """
 
 from __future__ import annotations

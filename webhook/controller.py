@@ -204,6 +204,9 @@ class Controller:
         self._clean.clear()
         for health in ("healthy", "degraded", "unhealthy"):
             self.metrics.nodes_by_health.labels(health=health).set(0)
+        if self.auditor is not None:  # only the leader's audit counts: a follower exports zeros
+            for result in ("pass", "warn", "fail", "skip"):
+                self.metrics.audit_workloads.labels(result=result).set(0)
 
     # ------------------------------------------------------------------ reconcile
 

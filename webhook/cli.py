@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from .catalog import Catalog, ConfigImportError, ModelSpec, builtin_catalog, computed_params, entry_from_hf_config
+from .cli_audit import add_parsers as add_audit_parsers
 from .config import Config, ConfigError, load_config
 from .engines import ENGINES, estimate
 from .engines.base import parse_version
@@ -403,6 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--key-type", choices=["ecdsa", "rsa"], default="ecdsa")
     init.add_argument("--days", type=int, default=365, help="serving cert validity (CA: 10 years)")
     init.set_defaults(func=cmd_certs)
+
+    add_audit_parsers(sub)  # audit, explain
     return parser
 
 

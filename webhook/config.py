@@ -162,6 +162,24 @@ class Controller(_Section):
         return self
 
 
+class Audit(_Section):
+    """Background audit of what already runs (leader only): re-judged on inventory changes and on a slow period."""
+
+    enabled: bool = True
+    # A full pass at least this often (new and changed workloads are picked up then); inventory changes
+    # that matter (a GPU node added, removed, relabelled, its health or driver) trigger one at once.
+    interval_seconds: float = Field(300.0, gt=0)
+    # Never more often than this, however fast the inventory changes.
+    min_interval_seconds: float = Field(5.0, ge=0)
+    # Where results go: wgpolicyk8s.io/v1alpha2 PolicyReports, openreports.io/v1alpha1 Reports, or nowhere
+    # (metrics and Events only).
+    reports: Literal["policyreport", "openreports", "none"] = "policyreport"
+    # Failing and at-risk results listed per namespace report (the summary counts them all).
+    max_results_per_report: int = Field(100, ge=1, le=5000)
+    # A Warning Event on a workload when it turns from pass to fail.
+    events: bool = True
+
+
 class Config(BaseSettings):
     """vramgate's configuration. Every key has a default; unknown keys are an error."""
 
@@ -175,6 +193,7 @@ class Config(BaseSettings):
     server: Server = Field(default_factory=Server)
     extender: Extender = Field(default_factory=Extender)
     controller: Controller = Field(default_factory=Controller)
+    audit: Audit = Field(default_factory=Audit)
     # Catalog additions, same schema as webhook/data/models.yaml entries.
     models: list[dict[str, Any]] = Field(default_factory=list)
 

@@ -3,7 +3,8 @@ health as labels, a taint and Events, and (opt-in) evicts GPU pods from failed G
 
 Decisions come from :mod:`webhook.health` (hysteresis) and :mod:`webhook.remediation` (which pods,
 how fast); this module reads the inventory snapshot, talks to the API server in threads, and writes
-only while it holds the Lease.
+only while it holds the Lease. The leader also runs the background audit (:mod:`webhook.auditor`) in
+its own task, so a long pass never delays node health.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .apiserver import ApiError, RawApi
+from .auditor import Auditor
+from .catalog import Catalog, builtin_catalog
 from .config import Config
 from .health import Decision, HealthTracker, NodeDecision, Transition, event_body, has_own_taint, node_patch
 from .inventory import NodeGPUs
@@ -57,6 +60,7 @@ class Controller:
         identity: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         request_timeout: float = 10.0,
+        catalog: Catalog | None = None,
     ) -> None:
         self.config = config
         self.inventory = inventory
@@ -87,6 +91,15 @@ class Controller:
         self._next_remediation = 0.0
         self._metric_nodes: dict[str, NodeGPUs] = {}  # node → the object its gauges were set from
         self._clean: dict[str, tuple[NodeGPUs, NodeDecision]] = {}  # nodes found as decided
+        self.auditor: Auditor | None = None
+        if config.audit.enabled:
+            cat = catalog or builtin_catalog()
+            if catalog is None and config.models:
+                cat = cat.with_entries(config.models)
+            self.auditor = Auditor(config, RawApi(api_client, timeout=max(request_timeout, 30.0)), cat,
+                                   self.metrics, identity=self.identity, clock=clock,
+                                   can_write=lambda: self.elector.is_leader)
+        self._audit_task: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release = True
@@ -119,11 +132,16 @@ class Controller:
                         await self.reconcile()
                     except Exception:
                         log.exception("reconcile failed")
+                    if self._audit_task is None or self._audit_task.done():
+                        # Its own task: a long pass over a big cluster never delays node health.
+                        self._audit_task = asyncio.create_task(self.audit(), name="vramgate-audit")
                 elif self._acting:
                     self._end_term()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=interval)
         finally:
+            if self._audit_task is not None:
+                await asyncio.wait({self._audit_task}, timeout=30.0)  # a pass in a thread cannot be cancelled
             self.elector.stop(release=self._release)
             await asyncio.wait({elector}, timeout=5.0)  # it releases the Lease on the way out
             if not elector.done():
@@ -148,9 +166,26 @@ class Controller:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing left to stop
                 loop.call_soon_threadsafe(stop.set)
 
+    async def audit(self) -> None:
+        """A background audit pass when one is due (an inventory change that matters, or the period)."""
+        auditor = self.auditor
+        if auditor is None or not self.elector.is_leader:
+            return
+        snap = self.inventory.snapshot()
+        trigger = auditor.due(snap)
+        if trigger is None:
+            return
+        try:
+            await asyncio.to_thread(auditor.run_pass, snap, trigger)
+        except Exception as exc:  # an API error or a bug: logged, retried at the next period
+            auditor.postpone()
+            log.warning("audit pass failed: %s", exc, exc_info=not isinstance(exc, ApiError))
+
     def _begin_term(self) -> None:
         log.info("leading as %s: reconciling GPU node health", self.identity)
         self._acting = True
+        if self.auditor is not None:
+            self.auditor.forget()
         self.tracker.forget()
         self._events.clear()
         self._backoff.clear()
@@ -169,6 +204,9 @@ class Controller:
         self._clean.clear()
         for health in ("healthy", "degraded", "unhealthy"):
             self.metrics.nodes_by_health.labels(health=health).set(0)
+        if self.auditor is not None:  # only the leader's audit counts: a follower exports zeros
+            for result in ("pass", "warn", "fail", "skip"):
+                self.metrics.audit_workloads.labels(result=result).set(0)
 
     # ------------------------------------------------------------------ reconcile
 
@@ -368,5 +406,5 @@ async def run_controller(state: AppState, kubeconfig: str | None = None) -> None
 
     kubeconfig = kubeconfig or getattr(state.inventory, "kubeconfig", None)
     client = await asyncio.to_thread(api_client, kubeconfig)
-    controller = Controller(state.config, client, state.inventory, state.metrics)
+    controller = Controller(state.config, client, state.inventory, state.metrics, catalog=state.catalog)
     await controller.run()

@@ -64,5 +64,20 @@ class Metrics:
         )
         self.is_leader = Gauge("vramgate_controller_leader", "1 while this replica leads the controller", registry=r)
 
+        self.audit_workloads = Gauge(
+            "vramgate_audit_workloads", "GPU workloads by the last audit's verdict", ["result"], registry=r,
+        )
+        self.audit_passes = Counter("vramgate_audit_passes", "Background audit passes", ["trigger"], registry=r)
+        self.audit_duration = Histogram(
+            "vramgate_audit_duration_seconds", "Time of one background audit pass",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0), registry=r,
+        )
+        self.audit_judged = Counter(
+            "vramgate_audit_judged", "Workloads judged by the audit (unchanged ones are not re-judged)", registry=r,
+        )
+        self.audit_report_writes = Counter(
+            "vramgate_audit_report_writes", "Report writes by the audit", ["action"], registry=r,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -597,6 +597,8 @@ def test_least_privilege_per_role(render: Render) -> None:
         {("", "nodes", v) for v in ("get", "list", "watch", "patch", "update")}
         | {("", r, v) for r in ("pods", "namespaces") for v in ("get", "list", "watch")}
         | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
+        | AUDIT_READS
+        | {("wgpolicyk8s.io", "policyreports", v) for v in ("get", "list", "create", "update")}
     )
     lease = rules_of(objs, "Role", "vramgate-controller-leader-election")
     assert one(objs, "Role", "vramgate-controller-leader-election")["metadata"]["namespace"] == NS
@@ -606,6 +608,50 @@ def test_least_privilege_per_role(render: Render) -> None:
     for binding, sa in (("vramgate-webhook", "vramgate-webhook"), ("vramgate-controller", "vramgate-controller")):
         assert one(objs, "ClusterRoleBinding", binding)["subjects"] == [
             {"kind": "ServiceAccount", "name": sa, "namespace": NS}]
+
+
+AUDIT_READS = {
+    (g, r, "list") for g, rs in {
+        "": ("replicationcontrollers",),
+        "apps": ("deployments", "statefulsets", "replicasets", "daemonsets"),
+        "batch": ("jobs", "cronjobs"),
+        "leaderworkerset.x-k8s.io": ("leaderworkersets",),
+        "serving.kserve.io": ("inferenceservices", "llminferenceservices", "servingruntimes",
+                              "clusterservingruntimes"),
+        "ray.io": ("rayclusters", "rayjobs", "rayservices"),
+        "trainer.kubeflow.org": ("trainjobs", "trainingruntimes", "clustertrainingruntimes"),
+        "kubeflow.org": ("pytorchjobs",),
+        "jobset.x-k8s.io": ("jobsets",),
+        "kubeai.org": ("models",),
+    }.items() for r in rs
+}
+
+
+def test_audit_rbac_reports_and_crd(render: Render, tmp_path: Path) -> None:
+    def controller_grants(values: dict[str, Any]) -> set[tuple[str, str, str]]:
+        return grants(rules_of(render(values, namespace=NS), "ClusterRole", "vramgate-controller"))
+
+    def config_of(values: dict[str, Any]) -> dict[str, Any]:
+        cm = one(render(values, namespace=NS), "ConfigMap", "vramgate-config")
+        return yaml.safe_load(cm["data"]["config.yaml"])
+
+    base = controller_grants({"controller": {"audit": {"enabled": False}}})
+    assert not base & AUDIT_READS and not {g for g in base if g[0] in ("wgpolicyk8s.io", "openreports.io")}
+    assert config_of({"controller": {"audit": {"enabled": False}}})["audit"]["enabled"] is False
+    assert config_of({})["audit"] == {"enabled": True, "reports": "policyreport"}
+    opened = controller_grants({"reports": {"kind": "openreports"}})
+    assert {g for g in opened if g[0] == "openreports.io"} == {
+        ("openreports.io", "reports", v) for v in ("get", "list", "create", "update")}
+    assert not {g for g in controller_grants({"reports": {"kind": "none"}}) if "report" in g[1]}
+    # The CRD only when asked.
+    assert not [o for o in render({}, namespace=NS) if o["kind"] == "CustomResourceDefinition"]
+    crd = one(render({"reports": {"installCRDs": True}}, namespace=NS), "CustomResourceDefinition",
+              "policyreports.wgpolicyk8s.io")
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert crd["spec"]["versions"][0]["name"] == "v1alpha2" and crd["spec"]["names"]["kind"] == "PolicyReport"
+    crd = one(render({"reports": {"installCRDs": True, "kind": "openreports"}}, namespace=NS),
+              "CustomResourceDefinition", "reports.openreports.io")
+    assert crd["spec"]["versions"][0]["name"] == "v1alpha1"
 
 
 def test_eviction_only_with_remediation(render: Render) -> None:

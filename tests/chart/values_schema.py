@@ -202,8 +202,13 @@ def values_schema() -> Schema:
                 "replicas": {"type": "integer", "minimum": 1},
                 "port": PORT,
                 "remediation": obj({"enabled": BOOL}),
+                "audit": obj({"enabled": BOOL}),
                 **component,
             }, "The GPU health controller."),
+            "reports": obj({
+                "kind": {"type": "string", "enum": ["policyreport", "openreports", "none"]},
+                "installCRDs": BOOL,
+            }, "Where the background audit writes its results, and whether the chart installs that CRD."),
             "certs": obj({
                 "mode": {"type": "string", "enum": ["selfSigned", "certManager", "provided"]},
                 "secretName": STRING,

@@ -190,6 +190,17 @@ matchConditions:
 {{- $_ := set $rem "enabled" .Values.controller.remediation.enabled }}
 {{- $_ := set $ctl "remediation" $rem }}
 {{- $_ := set $cfg "controller" $ctl }}
+{{- $aud := $cfg.audit | default dict }}
+{{- $auditOn := and .Values.controller.enabled .Values.controller.audit.enabled }}
+{{- if and (hasKey $aud "enabled") (ne $aud.enabled $auditOn) }}
+{{- fail "config.audit.enabled disagrees with controller.audit.enabled: set only controller.audit.enabled (it also grants the RBAC)" }}
+{{- end }}
+{{- if and (hasKey $aud "reports") (ne $aud.reports .Values.reports.kind) }}
+{{- fail "config.audit.reports disagrees with reports.kind: set only reports.kind (it also grants the RBAC)" }}
+{{- end }}
+{{- $_ := set $aud "enabled" $auditOn }}
+{{- $_ := set $aud "reports" .Values.reports.kind }}
+{{- $_ := set $cfg "audit" $aud }}
 {{- toYaml $cfg }}
 {{- end }}
 

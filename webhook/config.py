@@ -56,6 +56,8 @@ class Labels(_Section):
     product_labels: list[str] = Field(default_factory=list)
     # ... and the memory of one GPU for each such value (case-insensitive), e.g. {"rtx-4090": "24GB"}.
     product_memory: dict[str, str] = Field(default_factory=dict)
+    # DRA drivers whose ResourceSlices publish GPUs (device capacity "memory", attributes productName, type, …).
+    dra_drivers: list[str] = Field(default_factory=lambda: ["gpu.nvidia.com"])
 
     @model_validator(mode="after")
     def _product_memory_sizes(self) -> Labels:

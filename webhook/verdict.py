@@ -146,7 +146,7 @@ def _judge_view(
     except WorkloadError as exc:
         return _deny(enforcement, "malformed", f"{view.ref}: {exc}", view=view)
     try:
-        demand = read_demand(view, config, catalog)
+        demand = read_demand(view, config, catalog, dra=snapshot.dra)
     except DeclarationError as exc:
         return _deny(enforcement, "declaration", f"{view.ref}: {exc}", view=view)
     if demand is None:

@@ -91,7 +91,7 @@ class Extender:
         if view is None:  # pragma: no cover - kind is forced to Pod above
             return None
         try:
-            demand = read_demand(view, self.config, self.catalog)
+            demand = read_demand(view, self.config, self.catalog, dra=self.snapshot().dra)
         except DeclarationError as exc:
             log.warning("pod %s/%s: malformed GPU declaration, keeping every node (admission rejects it): %s",
                         view.namespace, view.name, exc)

@@ -1,0 +1,354 @@
+"""DRA: ResourceSlice/DeviceClass/claim parsing, CEL selectors, claims in demand and placement, the CLI.
+
+Shapes come from the sources they imitate:
+- ``resource.k8s.io/v1`` types (k8s.io/api v0.37.2, resource/v1/types.go): ResourceSliceSpec ``driver``,
+  ``pool{name,generation,resourceSliceCount}``, ``nodeName``, ``devices[].{attributes,capacity,
+  allowMultipleAllocations,taints}``, DeviceCapacity ``{value: <quantity>}``, DeviceAttribute
+  ``{string|int|bool|version}``; DeviceRequest ``exactly``/``firstAvailable`` with ``deviceClassName``,
+  ``selectors[].cel.expression``, ``allocationMode``, ``count``, ``capacity.requests``.
+- NVIDIA's DRA driver (github.com/NVIDIA/k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go): device
+  names ``gpu-<minor>`` and ``gpu-<minor>-mig-<profileId>-<start>-<size>``, attributes ``type`` (gpu|mig),
+  ``productName``, ``driverVersion``/``cudaDriverVersion`` as versions, MIG ``profile``, capacity
+  ``memory`` as a BinarySI quantity; its chart's DeviceClasses select ``device.driver == 'gpu.nvidia.com'
+  && device.attributes['gpu.nvidia.com'].type == 'gpu'`` (``'mig'`` for mig.nvidia.com).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.catalog import builtin_catalog
+from webhook.cli import main
+from webhook.cluster import dra
+from webhook.config import Config
+from webhook.manifests import load_file, load_inventory
+from webhook.placement import Code, Need, fit
+from webhook.snapshot import snapshot_from_nodes
+from webhook.verdict import judge
+
+ROOT = Path(__file__).resolve().parents[2]
+EX = ROOT / "examples" / "dra"
+CFG = Config()
+CATALOG = builtin_catalog()
+
+
+def _inventory() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return load_inventory(EX / "nodes-and-slices.yaml")
+
+
+def _slice(devices: list[dict[str, Any]], node: str = "n1", generation: int = 1, driver: str = "gpu.nvidia.com",
+           **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-x"},
+            "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": generation,
+                                                                  "resourceSliceCount": 1},
+                     "devices": devices, **spec}}
+
+
+def _gpu(name: str, memory: Any, product: str = "NVIDIA H100 80GB HBM3", type_: str = "gpu",
+         **extra: Any) -> dict[str, Any]:
+    return {"name": name,
+            "attributes": {"type": {"string": type_}, "productName": {"string": product},
+                           "driverVersion": {"version": "560.35.3"}, "cudaDriverVersion": {"version": "12.6.0"}},
+            "capacity": {"memory": memory}, **extra}
+
+
+# ---- ResourceSlices ---------------------------------------------------------------------------
+
+
+def test_example_slices_per_node() -> None:
+    _, objs = _inventory()
+    by_node = dra.devices_by_node([o for o in objs if o["kind"] == "ResourceSlice"], ["gpu.nvidia.com"])
+    assert sorted(by_node) == ["dra-a100", "dra-l4", "dra-mig"]
+    a100 = by_node["dra-a100"]
+    assert [d.name for d in a100] == ["gpu-0", "gpu-1"]
+    assert a100[0].memory_mib == 80 * 1024 and a100[0].product == "NVIDIA A100-SXM4-80GB" and a100[0].type == "gpu"
+    assert a100[0].driver_version == "550.54.15" and a100[0].driver_major == 550
+    assert a100[0].cuda_driver_version == "12.4.0"
+    assert by_node["dra-l4"][0].memory_mib == 23034
+    mig = by_node["dra-mig"]
+    assert {(d.profile, d.memory_mib, d.type) for d in mig} == {("1g.10gb", 9728, "mig"), ("3g.40gb", 40192, "mig")}
+    assert mig[0].label.endswith("MIG 1g.10gb")
+
+
+def test_capacity_shapes_v1_bare_and_bytes() -> None:
+    # v1 {value: …}, v1alpha3's bare quantity, and raw bytes as resource.NewQuantity(bytes, BinarySI) prints them
+    # when they are not a whole number of Mi (81559 MiB H100 80GB HBM3 as bytes).
+    devs = dra.devices_by_node([_slice([
+        _gpu("gpu-0", {"value": "81559Mi"}), _gpu("gpu-1", "80Gi"), _gpu("gpu-2", {"value": str(81559 * 2**20)}),
+        _gpu("gpu-3", {"value": "not-a-size"}),
+    ])], ["gpu.nvidia.com"])["n1"]
+    assert [d.memory_mib for d in devs] == [81559, 80 * 1024, 81559, 0]
+
+
+def test_v1beta1_basic_wrapper() -> None:
+    raw = _gpu("gpu-0", {"value": "40Gi"})
+    devs = dra.devices_by_node([_slice([{"name": "gpu-0", "basic": {k: v for k, v in raw.items() if k != "name"}}])],
+                               ["gpu.nvidia.com"])
+    assert devs["n1"][0].memory_mib == 40 * 1024
+
+
+def test_other_drivers_ignored_unless_configured() -> None:
+    s = _slice([_gpu("d0", {"value": "64Gi"})], driver="gpu.example.com")
+    assert dra.devices_by_node([s], ["gpu.nvidia.com"]) == {}
+    assert dra.devices_by_node([s], ["gpu.nvidia.com", "gpu.example.com"])["n1"][0].memory_mib == 64 * 1024
+
+
+def test_older_pool_generation_dropped() -> None:
+    old = _slice([_gpu("gpu-0", {"value": "40Gi"})], generation=1)
+    new = _slice([_gpu("gpu-0", {"value": "80Gi"})], generation=2)
+    assert [d.memory_mib for d in dra.devices_by_node([new, old], ["gpu.nvidia.com"])["n1"]] == [80 * 1024]
+
+
+def test_node_from_pool_and_device_node_name() -> None:
+    s = _slice([_gpu("gpu-0", {"value": "80Gi"})], node="pool-node")
+    del s["spec"]["nodeName"]
+    assert list(dra.devices_by_node([s], ["gpu.nvidia.com"])) == ["pool-node"]
+    s2 = _slice([{**_gpu("gpu-0", {"value": "80Gi"}), "nodeName": "n7"}], perDeviceNodeSelection=True)
+    del s2["spec"]["nodeName"]
+    assert list(dra.devices_by_node([s2], ["gpu.nvidia.com"])) == ["n7"]
+    s3 = _slice([_gpu("gpu-0", {"value": "80Gi"})], allNodes=True)
+    del s3["spec"]["nodeName"]
+    assert dra.devices_by_node([s3], ["gpu.nvidia.com"]) == {}
+
+
+def test_taints_and_consumable_capacity() -> None:
+    devs = dra.devices_by_node([_slice([
+        _gpu("gpu-0", {"value": "80Gi"}, taints=[{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"}]),
+        _gpu("gpu-1", {"value": "80Gi"}, allowMultipleAllocations=True,
+             taints=[{"key": "maintenance", "effect": "PreferNoSchedule"}]),
+    ])], ["gpu.nvidia.com"])["n1"]
+    assert devs[0].taint == "gpu.nvidia.com/xid=79:NoExecute" and not devs[0].shared
+    assert devs[1].taint is None and devs[1].shared
+
+
+# ---- inventory --------------------------------------------------------------------------------
+
+
+def test_inventory_takes_memory_from_slices_when_no_labels() -> None:
+    nodes, objs = _inventory()
+    snap = snapshot_from_nodes(nodes, CFG, dra=objs)
+    a100 = snap.nodes["dra-a100"]
+    assert a100.vram_mib == 80 * 1024 and a100.vram_source == "dra ResourceSlice"
+    assert a100.product == "NVIDIA A100-SXM4-80GB" and a100.driver_major == 550 and a100.is_gpu_node
+    assert a100.labelled_count == 2 and a100.health == "healthy" and "2 DRA devices" in a100.health_reason
+    assert set(snap.dra.classes) == {"gpu.nvidia.com", "mig.nvidia.com"}
+
+
+def test_gfd_label_wins_over_slices() -> None:
+    node = {"kind": "Node", "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.memory": "40960",
+                                                                  "nvidia.com/gpu.product": "A100-40GB"}},
+            "status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}}}
+    snap = snapshot_from_nodes([node], CFG, dra=[_slice([_gpu("gpu-0", {"value": "80Gi"})])])
+    n = snap.nodes["n1"]
+    assert n.vram_mib == 40960 and n.vram_source == "gfd" and len(n.dra) == 1
+
+
+def test_all_devices_tainted_is_unhealthy() -> None:
+    node = {"kind": "Node", "metadata": {"name": "n1"}, "status": {}}
+    taint = [{"key": "k", "effect": "NoSchedule"}]
+    snap = snapshot_from_nodes([node], CFG, dra=[_slice([_gpu("gpu-0", {"value": "80Gi"}, taints=taint)])])
+    assert snap.nodes["n1"].health == "unhealthy"
+
+
+# ---- selectors --------------------------------------------------------------------------------
+
+H100 = dra.Device("gpu.nvidia.com", "n1", "gpu-0", "n1", "gpu", "NVIDIA H100 80GB HBM3", 81559,
+                  attributes=(("productName", "NVIDIA H100 80GB HBM3"), ("type", "gpu")),
+                  capacity=(("memory", 81559 * 2**20),))
+MIG = dra.Device("gpu.nvidia.com", "n1", "gpu-0-mig-9-0-1", "n1", "mig", "NVIDIA A100-SXM4-80GB", 9728,
+                 profile="1g.10gb",
+                 attributes=(("productName", "NVIDIA A100-SXM4-80GB"), ("profile", "1g.10gb"), ("type", "mig")),
+                 capacity=(("memory", 9728 * 2**20),))
+
+
+_EITHER = "device.attributes['gpu.nvidia.com'].type == 'gpu' || device.attributes['gpu.nvidia.com'].type == 'mig'"
+
+
+@pytest.mark.parametrize(("expr", "h100", "mig", "unread"), [
+    ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'", True, False, None),
+    ('device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"', True, False, None),
+    ('device.attributes["gpu.nvidia.com"].type != "gpu"', False, True, None),
+    ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0', True, False, None),
+    ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("10Gi")) < 0', False, True, None),
+    ("(device.driver == \"gpu.nvidia.com\") && device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",
+     False, True, None),
+    ('device.driver == "other.example.com"', False, False, None),
+    # not understood: taken as "may match", the clause reported
+    ("device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA')", True, True,
+     "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA')"),
+    (_EITHER, True, True, _EITHER),
+])
+def test_selector_shapes(expr: str, h100: bool, mig: bool, unread: str | None) -> None:
+    sel = dra.Selector(expr)
+    assert sel.matches(H100)[0] is h100
+    assert sel.matches(MIG)[0] is mig
+    assert (sel.unread() or [None])[0] == unread
+
+
+def test_other_domain_attribute_does_not_match() -> None:
+    assert dra.Selector('device.attributes["other.io"].type == "gpu"').matches(H100)[0] is False
+
+
+# ---- claims -----------------------------------------------------------------------------------
+
+
+def test_claim_requests_v1_exactly_first_available_and_v1beta1() -> None:
+    spec = {"devices": {"requests": [
+        {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2, "selectors": [
+            {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA L4"'}}]}},
+        {"name": "any", "firstAvailable": [
+            {"name": "big", "deviceClassName": "gpu.nvidia.com"},
+            {"name": "slice", "deviceClassName": "mig.nvidia.com", "count": 2}]},
+        {"name": "old", "deviceClassName": "gpu.nvidia.com", "allocationMode": "All"},
+        {"name": "shared", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                       "capacity": {"requests": {"memory": "20Gi"}}}},
+    ]}}
+    reqs = dra.claim_requests(spec, "c")
+    assert [(r.name, r.class_name, r.count) for r in reqs] == [
+        ("gpus", "gpu.nvidia.com", 2), ("any", "gpu.nvidia.com", 1), ("old", "gpu.nvidia.com", 1),
+        ("shared", "gpu.nvidia.com", 1)]
+    assert len(reqs[0].selectors) == 1 and reqs[2].all
+    assert [(a.name, a.class_name, a.count) for a in reqs[1].alternatives] == [("any/slice", "mig.nvidia.com", 2)]
+    assert reqs[3].capacity == (("memory", 20 * 2**30),)
+
+
+def _objs() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    nodes, inv = _inventory()
+    return nodes, [*inv, *load_file(EX / "workload-with-claim.yaml")]
+
+
+def _deployment(name: str) -> dict[str, Any]:
+    return copy.deepcopy(next(o for o in load_file(EX / "workload-with-claim.yaml") if o["metadata"]["name"] == name))
+
+
+def test_pod_claims_counts_devices_of_referenced_requests() -> None:
+    nodes, objs = _objs()
+    view = snapshot_from_nodes(nodes, CFG, dra=objs).dra
+    spec = _deployment("llama-8b-dra")["spec"]["template"]["spec"]
+    found = dra.pod_claims(spec, "", view)
+    assert found is not None and found.gpus == 1 and found.requests[0].class_name == "gpu.nvidia.com"
+    # class selectors folded in: the request sees type == 'gpu'
+    assert any("type == 'gpu'" in s.expression for s in found.requests[0].selectors)
+    # a claim no container uses asks for nothing
+    spec2 = copy.deepcopy(spec)
+    spec2["containers"][0]["resources"] = {}
+    assert dra.pod_claims(spec2, "", view) is None
+
+
+def test_pod_claim_template_not_in_view_counts_one_unknown_device() -> None:
+    spec = _deployment("llama-8b-dra")["spec"]["template"]["spec"]
+    found = dra.pod_claims(spec, "", dra.DraView())
+    assert found is not None and found.gpus == 1 and found.requests[0].unknown
+    assert "not in view" in found.warnings[0]
+
+
+def test_container_request_filter_and_count() -> None:
+    view = dra.dra_view([{"kind": "ResourceClaimTemplate", "metadata": {"name": "t"}, "spec": {"spec": {"devices": {
+        "requests": [{"name": "a", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4}},
+                     {"name": "nic", "exactly": {"deviceClassName": "nic.example.com"}}]}}}}])
+    spec = {"resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}],
+            "containers": [{"name": "main", "resources": {"claims": [{"name": "c", "request": "a"}]}},
+                           {"name": "side", "resources": {"claims": [{"name": "c"}]}}]}
+    found = dra.pod_claims(spec, "ns", view)
+    assert found is not None and found.gpus == 4  # the NIC request is not a GPU; a shared claim counts once
+
+
+# ---- verdicts ---------------------------------------------------------------------------------
+
+
+def _snap() -> Any:
+    nodes, objs = _objs()
+    return snapshot_from_nodes(nodes, CFG, dra=objs)
+
+
+def test_judge_claim_admits_on_a_full_gpu_and_rejects_on_a_mig_slice() -> None:
+    snap = _snap()
+    ok = judge(_deployment("llama-8b-dra"), snap, CFG, CATALOG)
+    assert ok.allowed and ok.demand is not None and ok.demand.claims and ok.demand.gpus == 1
+    bad = judge(_deployment("llama-8b-on-a-mig-slice"), snap, CFG, CATALOG)
+    assert not bad.allowed and bad.code == "VRAMTooSmall"
+    assert "the largest device its claims can match has 9.5 GiB" in bad.message and "MIG 1g.10gb" in bad.message
+    assert "nvidia.com/gpu:" not in bad.message
+
+
+def test_judge_claim_selector_no_device_matches() -> None:
+    snap = _snap()
+    dep = _deployment("llama-8b-dra")
+    dep["spec"]["template"]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "h200"
+    tmpl = {"kind": "ResourceClaimTemplate", "metadata": {"name": "h200"}, "spec": {"spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [
+            {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H200"'}}]}}]}}}}
+    snap = replace(snap, dra=dra.dra_view([tmpl], base=snap.dra))
+    j = judge(dep, snap, CFG, CATALOG)
+    assert not j.allowed and "no device in the cluster matches its claims" in j.message
+
+
+def test_judge_claim_without_slices_is_admitted_unchecked() -> None:
+    j = judge(_deployment("llama-8b-on-a-mig-slice"), snapshot_from_nodes([], CFG), CFG, CATALOG)
+    assert j.allowed
+
+
+def test_fit_claims_on_node_devices() -> None:
+    snap = _snap()
+    demand = judge(_deployment("llama-8b-dra"), snap, CFG, CATALOG).demand
+    assert demand is not None
+    need = Need.of(demand)
+    assert fit(need, snap.nodes["dra-a100"], free=0).code is Code.FITS  # free nvidia.com/gpu is irrelevant
+    assert fit(need, snap.nodes["dra-l4"]).code is Code.FITS
+    assert fit(need, snap.nodes["dra-mig"]).code is Code.NO_GPUS  # MIG devices are not in gpu.nvidia.com's class
+    two = Need(2, need.per_gpu_mib, need.utilization, claims=need.claims)
+    assert fit(two, snap.nodes["dra-l4"]).code is Code.TOO_FEW_GPUS
+
+
+# ---- CEL generation ---------------------------------------------------------------------------
+
+
+def test_memory_expression() -> None:
+    assert dra.memory_expression(40 * 1024) == \
+        'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'
+    assert dra.memory_expression(19969) == \
+        'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("19969Mi")) >= 0'
+    # what it generates, it understands
+    sel = dra.Selector(dra.memory_expression(40 * 1024))
+    assert sel.matches(H100)[0] is True and sel.matches(MIG)[0] is False and sel.unread() == []
+
+
+def test_with_memory_selector_idempotent_never_widens() -> None:
+    body: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com"}
+    assert dra.with_memory_selector(body, 20 * 1024)
+    first = copy.deepcopy(body)
+    assert not dra.with_memory_selector(body, 20 * 1024) and body == first
+    assert not dra.with_memory_selector(body, 10 * 1024) and body == first  # a smaller need never loosens it
+    assert dra.with_memory_selector(body, 30 * 1024)  # a larger one narrows further
+    assert len(body["selectors"]) == 2
+    user = {"selectors": [{"cel": {"expression":
+                                   "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0"}}]}
+    assert not dra.with_memory_selector(user, 40 * 1024)
+
+
+# ---- CLI --------------------------------------------------------------------------------------
+
+
+def test_cli_check_workload_with_claim(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["check", "-f", str(EX / "workload-with-claim.yaml"), "--nodes", str(EX / "nodes-and-slices.yaml")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "ADMIT   deployment/llama-8b-dra:" in out
+    assert "REJECT  deployment/llama-8b-on-a-mig-slice: needs " in out
+
+
+def test_cli_nodes_shows_dra_source(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nodes", "--nodes", str(EX / "nodes-and-slices.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "dra ResourceSlice" in out and "MIG 1g.10gb" in out
+
+
+def test_example_file_is_a_kubectl_list() -> None:
+    doc = yaml.safe_load((EX / "nodes-and-slices.yaml").read_text())
+    assert doc["kind"] == "List" and {i["kind"] for i in doc["items"]} == {"Node", "ResourceSlice", "DeviceClass"}

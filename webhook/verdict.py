@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import Catalog
+from .cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, pod_claims
 from .config import Config, Enforcement
 from .demand import DeclarationError, Demand, read_demand
 from .kinds import POD_KINDS, Context, Role, RoleSet, Runtimes, pod_view, roles
@@ -93,6 +94,8 @@ def judge(
     if not isinstance(obj, dict):
         return _deny(enforcement, "malformed", "object: object must be a mapping")
     kind = obj.get("kind")
+    if kind in (TEMPLATE_KIND, CLAIM_KIND):
+        return _judge_claim(obj, snapshot, config, catalog, namespace, enforcement)
     if isinstance(kind, str) and kind in POD_KINDS:  # the hot path: one pod template, judged as it always was
         try:
             view = pod_view(obj, namespace)
@@ -137,8 +140,51 @@ def _combine(found: RoleSet, results: list[tuple[Role, Judgement]]) -> Judgement
     return Judgement(True, code, "", tuple(warnings), lead.demand, lead.view, roles=per_role)
 
 
+_A_PER_GPU = "vramgate.io/vram-per-gpu-mib"  # what vramgate writes on pods; on a claim it states the need
+
+
+def _strs(raw: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def claim_annotations(obj: dict[str, Any]) -> dict[str, str]:
+    """A claim's (or template's) annotations, a template's claim-metadata ones under its own."""
+    spec = obj.get("spec")
+    inner = spec.get("metadata") if isinstance(spec, dict) and obj.get("kind") == TEMPLATE_KIND else None
+    meta = obj.get("metadata")
+    return {**_strs(inner.get("annotations") if isinstance(inner, dict) else None),
+            **_strs(meta.get("annotations") if isinstance(meta, dict) else None)}
+
+
+def _judge_claim(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str | None,
+                 enforcement: Enforcement) -> Judgement:
+    """A ResourceClaim or ResourceClaimTemplate that declares the workload it is for (``vramgate.io/*``).
+
+    It is judged as a pod whose only GPUs are this claim's devices, carrying its annotations.
+    """
+    ann = claim_annotations(obj)
+    if not any(k.startswith("vramgate.io/") for k in ann):
+        return Judgement(True, "not-a-workload")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = str(meta.get("name") or meta.get("generateName") or "")  # type: ignore[union-attr]
+    ns = namespace or str(meta.get("namespace") or "")  # type: ignore[union-attr]
+    spec = claim_spec_of(obj) or {}
+    dra = DraView(snapshot.dra.classes, snapshot.dra.templates, {**snapshot.dra.claims, (ns, name): spec},
+                  snapshot.dra.drivers)
+    pod_spec: dict[str, Any] = {"resourceClaims": [{"name": "claim", "resourceClaimName": name}],
+                                "containers": [{"name": "main", "resources": {"claims": [{"name": "claim"}]}}]}
+    if _A_PER_GPU in ann and "vramgate.io/vram" not in ann:
+        claimed = pod_claims(pod_spec, ns, dra)
+        per = ann[_A_PER_GPU].strip()
+        if claimed is not None and per.isdigit():
+            ann["vramgate.io/vram"] = f"{int(per) * claimed.gpus}Mi"
+    view = PodView(kind=str(obj.get("kind")), namespace=ns, name=name, meta={"annotations": ann}, spec=pod_spec)
+    return _judge_view(view, snapshot, config, catalog, enforcement, dra)
+
+
 def _judge_view(
     view: PodView, snapshot: Snapshot, config: Config, catalog: Catalog, enforcement: Enforcement,
+    dra: DraView | None = None,
 ) -> Judgement:
     """The verdict for one pod shape (a Pod, a template, or one role of a multi-role kind)."""
     try:
@@ -146,7 +192,7 @@ def _judge_view(
     except WorkloadError as exc:
         return _deny(enforcement, "malformed", f"{view.ref}: {exc}", view=view)
     try:
-        demand = read_demand(view, config, catalog, dra=snapshot.dra)
+        demand = read_demand(view, config, catalog, dra=dra or snapshot.dra)
     except DeclarationError as exc:
         return _deny(enforcement, "declaration", f"{view.ref}: {exc}", view=view)
     if demand is None:

@@ -352,3 +352,84 @@ def test_cli_nodes_shows_dra_source(capsys: pytest.CaptureFixture[str]) -> None:
 def test_example_file_is_a_kubectl_list() -> None:
     doc = yaml.safe_load((EX / "nodes-and-slices.yaml").read_text())
     assert doc["kind"] == "List" and {i["kind"] for i in doc["items"]} == {"Node", "ResourceSlice", "DeviceClass"}
+
+
+# ---- admission of claims and templates, and the selector mutation ------------------------------
+
+
+def _template(ann: dict[str, str] | None = None, inner: dict[str, str] | None = None,
+              selectors: list[dict[str, Any]] | None = None, cls: str = "gpu.nvidia.com") -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": cls, "count": 1}
+    if selectors is not None:
+        exactly["selectors"] = selectors
+    spec: dict[str, Any] = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+    body: dict[str, Any] = {"spec": spec}
+    if inner:
+        body["metadata"] = {"annotations": inner}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "llama", "namespace": "ml", "annotations": ann or {}}, "spec": body}
+
+
+def test_unannotated_claim_template_is_not_judged() -> None:
+    j = judge(_template(), _snap(), CFG, CATALOG)
+    assert j.allowed and j.code == "not-a-workload"
+    from webhook.mutation import mutation
+    assert mutation(_template(), j, CFG) == ([], [])
+
+
+def test_annotated_template_rejected_when_no_device_holds_it() -> None:
+    t = _template({"vramgate.io/model": "llama-3.1-70b-instruct", "vramgate.io/context-length": "8192"})
+    j = judge(t, _snap(), CFG, CATALOG)
+    assert not j.allowed and j.message.startswith("resourceclaimtemplate/llama: needs ")
+    assert "the largest device its claims can match has 80 GiB" in j.message
+
+
+def test_annotated_template_gets_memory_selector_idempotently() -> None:
+    from webhook.mutation import mutation
+    t = _template(inner={"vramgate.io/model": "llama-3.1-8b-instruct", "vramgate.io/context-length": "8192"})
+    snap = _snap()
+    j = judge(t, snap, CFG, CATALOG)
+    assert j.allowed and j.fits and j.demand is not None
+    patch, _ = mutation(t, j, CFG)
+    assert len(patch) == 1 and patch[0]["path"] == "/spec/spec/devices/requests/0/exactly/selectors"
+    expr = patch[0]["value"][0]["cel"]["expression"]
+    assert expr.startswith('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("') and expr.endswith(" >= 0")
+    # the need over the engine's share of the device: 17.1 GiB low end / 0.9
+    floor = dra.memory_floor_mib([dra.Selector(expr)])
+    assert floor is not None and 17 * 1024 / 0.9 < floor < 20 * 1024 / 0.9
+    # applied, the second pass changes nothing; and it still fits (the selector is understood)
+    import jsonpatch  # type: ignore[import-untyped]
+    once = jsonpatch.apply_patch(t, patch)
+    j2 = judge(once, snap, CFG, CATALOG)
+    assert j2.allowed and mutation(once, j2, CFG)[0] == []
+
+
+def test_explicit_per_gpu_annotation_on_a_claim() -> None:
+    from webhook.mutation import mutation
+    t = _template({"vramgate.io/vram-per-gpu-mib": "30720", "vramgate.io/gpu-memory-utilization": "1"})
+    j = judge(t, _snap(), CFG, CATALOG)
+    assert j.allowed and j.demand is not None and j.demand.per_gpu_mib == 30720
+    patch, _ = mutation(t, j, CFG)
+    assert patch[0]["value"][0]["cel"]["expression"].endswith('quantity("30Gi")) >= 0')
+
+
+def test_never_widens_a_stricter_user_selector() -> None:
+    from webhook.mutation import mutation
+    strict = [{"cel": {"expression": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("80Gi")) >= 0'}}]
+    t = _template({"vramgate.io/vram": "30Gi"}, selectors=strict)
+    j = judge(t, _snap(), CFG, CATALOG)
+    assert j.allowed and mutation(t, j, CFG)[0] == []
+
+
+def test_resource_claim_first_available_each_choice_narrowed() -> None:
+    from webhook.mutation import mutation
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "c", "namespace": "ml", "annotations": {"vramgate.io/vram": "20Gi"}},
+             "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+                 {"name": "full", "deviceClassName": "gpu.nvidia.com"},
+                 {"name": "slice", "deviceClassName": "mig.nvidia.com"}]}]}}}
+    j = judge(claim, _snap(), CFG, CATALOG)
+    assert j.allowed
+    patch, _ = mutation(claim, j, CFG)
+    assert sorted(op["path"] for op in patch) == ["/spec/devices/requests/0/firstAvailable/0/selectors",
+                                                  "/spec/devices/requests/0/firstAvailable/1/selectors"]

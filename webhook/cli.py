@@ -57,9 +57,12 @@ def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
         raise UsageError("no inventory: pass --nodes FILE or --kubeconfig PATH")
     try:
         nodes, used = _kube_nodes(kubeconfig)
+        from .kube import list_dra
+
+        dra = list_dra(kubeconfig)
     except Exception as exc:  # the client raises many types; all mean "cluster unreachable"
         raise UsageError(f"cannot list nodes: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
-    return snapshot_from_nodes(nodes, config, used)
+    return snapshot_from_nodes(nodes, config, used, dra=dra)
 
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:

@@ -433,3 +433,102 @@ def test_resource_claim_first_available_each_choice_narrowed() -> None:
     patch, _ = mutation(claim, j, CFG)
     assert sorted(op["path"] for op in patch) == ["/spec/devices/requests/0/firstAvailable/0/selectors",
                                                   "/spec/devices/requests/0/firstAvailable/1/selectors"]
+
+
+# ---- the live inventory's state machine --------------------------------------------------------
+
+
+def test_inventory_state_follows_slices_classes_and_templates() -> None:
+    from webhook.nodecache import DRA_KINDS, KINDS, InventoryState
+    state = InventoryState(CFG, (*KINDS, *DRA_KINDS))
+    node = {"metadata": {"name": "n1", "resourceVersion": "5"}, "status": {}}
+    state.relist("Node", [node], "5")
+    state.relist("Pod", [], "5")
+    state.relist("Namespace", [], "5")
+    assert not state.synced
+    sl = _slice([_gpu("gpu-0", {"value": "80Gi"})])
+    sl["metadata"]["resourceVersion"] = "6"
+    del sl["kind"]  # list items carry no kind
+    state.relist("ResourceSlice", [sl], "6")
+    state.relist("DeviceClass", [], "6")
+    state.relist("ResourceClaimTemplate", [], "6")
+    assert state.synced
+    snap = state.snapshot()
+    assert snap.nodes["n1"].vram_mib == 80 * 1024 and snap.nodes["n1"].vram_source == "dra ResourceSlice"
+    # a node update keeps its devices
+    state.apply("Node", {"type": "MODIFIED", "object": {**node, "metadata": {"name": "n1", "resourceVersion": "7"}}})
+    assert state.snapshot().nodes["n1"].dra
+    # the driver republishes a bigger device in a new generation; then the slice goes away
+    sl2 = _slice([_gpu("gpu-0", {"value": "141Gi"}, product="NVIDIA H200")], generation=2)
+    sl2["metadata"]["resourceVersion"] = "8"
+    assert state.apply("ResourceSlice", {"type": "MODIFIED", "object": sl2}) == "applied"
+    assert state.snapshot().nodes["n1"].vram_mib == 141 * 1024
+    sl2["metadata"]["resourceVersion"] = "9"
+    assert state.apply("ResourceSlice", {"type": "DELETED", "object": sl2}) == "applied"
+    gone = state.snapshot().nodes["n1"]
+    assert not gone.dra and gone.vram_mib == 0 and not gone.is_gpu_node
+    # classes and templates feed the claims view
+    tmpl = {"metadata": {"name": "t", "namespace": "ml", "resourceVersion": "10"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "x"}}]}}}}
+    state.apply("ResourceClaimTemplate", {"type": "ADDED", "object": {**tmpl, "kind": "ResourceClaimTemplate"}})
+    dc = {"kind": "DeviceClass", "metadata": {"name": "x", "resourceVersion": "11"},
+          "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}
+    state.apply("DeviceClass", {"type": "ADDED", "object": dc})
+    view = state.snapshot().dra
+    assert view.lookup("ResourceClaimTemplate", "ml", "t") is not None and "x" in view.classes
+
+
+def test_kube_inventory_counts_an_unserved_dra_kind_as_listed() -> None:
+    import asyncio
+
+    from tests.extender.cluster import FakeApi
+    from webhook.nodecache import KubeInventory, Unavailable
+
+    api = FakeApi()
+    for kind in ("Node", "Pod", "Namespace"):
+        api.lists[kind] = [{"items": [], "metadata": {"resourceVersion": "1"}}]
+    for kind in ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate"):
+        api.lists[kind] = [Unavailable(f"{kind}: Not Found")]  # type: ignore[index]
+        api.watches[kind] = []  # type: ignore[index]
+    inv = KubeInventory(CFG, api=api, dra=True)
+    assert "ResourceSlice" in inv.kinds and "ResourceSlice" not in KubeInventory(CFG, api=api).kinds
+
+    async def go() -> bool:
+        await inv.start()
+        try:
+            return await asyncio.to_thread(inv.wait_synced, 5)
+        finally:
+            await inv.stop()
+
+    assert asyncio.run(go())
+
+
+# ---- the extender -----------------------------------------------------------------------------
+
+
+def test_extender_filters_claim_pods_on_node_devices() -> None:
+    import orjson
+
+    from webhook.extender import Extender
+
+    snap = _snap()
+    dep = _deployment("llama-8b-on-a-mig-slice")
+    tmpl = dep["spec"]["template"]
+    # a 3g.40gb slice holds the 8B model; a 1g.10gb does not; the full-GPU nodes have no MIG devices
+    tmpl["metadata"]["annotations"] = {"vramgate.io/gpu-memory-utilization": "0.9"}
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "default", **tmpl["metadata"]},
+           "spec": {**tmpl["spec"], "resourceClaims": [{"name": "slice", "resourceClaimTemplateName": "any-mig"}]}}
+    any_mig = {"kind": "ResourceClaimTemplate", "metadata": {"name": "any-mig"}, "spec": {"spec": {"devices": {
+        "requests": [{"name": "mig", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}}}}
+    snap = replace(snap, dra=dra.dra_view([any_mig], base=snap.dra))
+    ext = Extender(CFG, CATALOG, lambda: snap)
+    out = orjson.loads(ext.filter(orjson.dumps({"Pod": pod, "NodeNames": ["dra-a100", "dra-l4", "dra-mig"]})))
+    assert out["NodeNames"] == ["dra-mig"]
+    assert set(out["FailedAndUnresolvableNodes"] or {}) | set(out["FailedNodes"] or {}) == {"dra-a100", "dra-l4"}
+    # NodeList mode: the Node objects carry no devices; the snapshot's are used
+    nodes = {"items": [n for n in _inventory()[0]]}
+    out = orjson.loads(ext.filter(orjson.dumps({"Pod": pod, "Nodes": nodes})))
+    assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["dra-mig"]
+    scores = {s["Host"]: s["Score"] for s in orjson.loads(ext.prioritize(orjson.dumps(
+        {"Pod": pod, "NodeNames": ["dra-mig"]})))}
+    assert scores["dra-mig"] > 0

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from jsonpointer import escape
 
-from .cluster.dra import CLAIM_KIND, TEMPLATE_KIND, with_memory_selector
+from .cluster.dra import CLAIM_KIND, TEMPLATE_KIND, with_memory_request, with_memory_selector
 from .config import Config
 from .demand import Demand
 from .quantity import QuantityError, parse_size_bytes
@@ -357,6 +357,9 @@ def _request_bodies(claim: dict[str, Any], names: set[str]) -> list[dict[str, An
 def mutate_claim(claim: dict[str, Any], judgement: Judgement, config: Config) -> dict[str, Any]:
     """Add ``device.capacity["<driver>"].memory.compareTo(quantity("<need>")) >= 0`` to each GPU request.
 
+    Where the devices it can match allow multiple allocations (consumable capacity), the request also
+    asks for that much of their memory (``capacity.requests.memory``) unless it asks for some already.
+
     The stock scheduler then allocates only devices that hold the workload, with no extender. Only
     a fitting verdict narrows (unknown VRAM never does); a selector asking as much is left alone.
     """
@@ -372,6 +375,8 @@ def mutate_claim(claim: dict[str, Any], judgement: Judgement, config: Config) ->
         driver = next((d for d in drivers if d in texts), drivers[0] if drivers else "gpu.nvidia.com")
         for body in _request_bodies(out, {req.name}):
             changed = with_memory_selector(body, floor, driver) or changed
+            if req.name in judgement.shared_requests:
+                changed = with_memory_request(body, floor) or changed
     return out if changed else claim
 
 

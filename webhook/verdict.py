@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .catalog import Catalog
-from .cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, pod_claims
+from .cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, matching, pod_claims
 from .config import Config, Enforcement
 from .demand import DeclarationError, Demand, read_demand
 from .kinds import POD_KINDS, Context, Role, RoleSet, Runtimes, pod_view, roles
@@ -31,6 +31,8 @@ class Judgement:
     reroute: Narrow | None = field(default=None, compare=False)
     # Multi-role kinds (LWS, Ray, …): each role's own judgement, in the object's order.
     roles: tuple[RoleJudgement, ...] = field(default=(), compare=False)
+    # A claim's requests whose matching devices allow multiple allocations (consumable capacity).
+    shared_requests: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def fits(self) -> bool:
@@ -179,7 +181,11 @@ def _judge_claim(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalo
         if claimed is not None and per.isdigit():
             ann["vramgate.io/vram"] = f"{int(per) * claimed.gpus}Mi"
     view = PodView(kind=str(obj.get("kind")), namespace=ns, name=name, meta={"annotations": ann}, spec=pod_spec)
-    return _judge_view(view, snapshot, config, catalog, enforcement, dra)
+    judgement = _judge_view(view, snapshot, config, catalog, enforcement, dra)
+    claims = judgement.demand.claims if judgement.demand is not None else ()
+    shared = tuple(r.name for r in claims if any(
+        d.shared for n in snapshot.nodes.values() if n.dra for c in r.choices() for d in matching(c, n.dra).devices))
+    return replace(judgement, shared_requests=shared) if shared else judgement
 
 
 def _judge_view(

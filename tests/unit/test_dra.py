@@ -532,3 +532,25 @@ def test_extender_filters_claim_pods_on_node_devices() -> None:
     scores = {s["Host"]: s["Score"] for s in orjson.loads(ext.prioritize(orjson.dumps(
         {"Pod": pod, "NodeNames": ["dra-mig"]})))}
     assert scores["dra-mig"] > 0
+
+
+def test_shared_devices_get_a_memory_request() -> None:
+    from webhook.mutation import mutation
+    node = {"kind": "Node", "metadata": {"name": "n1"}, "status": {}}
+    shared = _slice([_gpu("gpu-0", {"value": "80Gi"}, allowMultipleAllocations=True)])
+    snap = snapshot_from_nodes([node], CFG, dra=[shared])
+    t = _template({"vramgate.io/vram": "30Gi", "vramgate.io/gpu-memory-utilization": "1"})
+    j = judge(t, snap, CFG, CATALOG)
+    assert j.allowed and j.shared_requests == ("gpu",)
+    patch, _ = mutation(t, j, CFG)
+    assert {op["path"] for op in patch} == {"/spec/spec/devices/requests/0/exactly/selectors",
+                                            "/spec/spec/devices/requests/0/exactly/capacity"}
+    cap = next(op["value"] for op in patch if op["path"].endswith("/capacity"))
+    assert cap == {"requests": {"memory": "30Gi"}}
+    # a request that names its own amount keeps it
+    body: dict[str, Any] = {"capacity": {"requests": {"memory": "10Gi"}}}
+    assert not dra.with_memory_request(body, 30 * 1024) and body["capacity"]["requests"]["memory"] == "10Gi"
+    # full (exclusive) devices: no request added
+    snap2 = _snap()
+    j2 = judge(t, snap2, CFG, CATALOG)
+    assert j2.shared_requests == () and all("capacity" not in op["path"] for op in mutation(t, j2, CFG)[0])

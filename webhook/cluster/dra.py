@@ -669,3 +669,20 @@ def pod_claims(spec: Mapping[str, Any], namespace: str, view: DraView) -> PodCla
             warnings.append(f"claim {r.claim} request {r.name}: allocationMode All; judged as at least 1 device")
     gpus = max(sum(r.count for r in requests), init)
     return PodClaims(gpus, tuple(users), requests, tuple(warnings))
+
+
+def with_memory_request(body: dict[str, Any], need_mib: int) -> bool:
+    """Ask for ``need_mib`` of a shared device's memory (``capacity.requests.memory``) unless the request names some.
+
+    Returns whether it changed. An amount the user set is kept, whatever it is.
+    """
+    cap = body.get("capacity")
+    if cap is not None and not isinstance(cap, dict):
+        return False
+    reqs = (cap or {}).get("requests")
+    if reqs is not None and not isinstance(reqs, dict):
+        return False
+    if reqs and any(str(k).rpartition("/")[2] == "memory" for k in reqs):
+        return False
+    body["capacity"] = {**(cap or {}), "requests": {**(reqs or {}), "memory": quantity_text(need_mib)}}
+    return True

@@ -250,7 +250,9 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config) -> tup
         _set_required_terms(spec, terms)
         notes.append(f"replaced {judgement.reroute.selector} (only GPUs too small) with a VRAM node affinity")
     floor = node_vram_floor_mib(demand)
-    if floor is not None and judgement.fits:
+    # GPUs from DRA claims: which device (a MIG slice, a full GPU) is the claim's choice; the node label
+    # (its largest GPU) says nothing of it. The claim's memory selector and the extender place these.
+    if floor is not None and judgement.fits and not demand.claims:
         _set_required_terms(spec, vram_terms(required_terms(spec), floor, config))
 
     # Tolerations.

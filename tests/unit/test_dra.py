@@ -554,3 +554,15 @@ def test_shared_devices_get_a_memory_request() -> None:
     snap2 = _snap()
     j2 = judge(t, snap2, CFG, CATALOG)
     assert j2.shared_requests == () and all("capacity" not in op["path"] for op in mutation(t, j2, CFG)[0])
+
+
+def test_claim_pods_get_no_vram_node_affinity() -> None:
+    from webhook.mutation import mutation
+    snap = _snap()
+    tmpl = _deployment("llama-8b-dra")["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **tmpl["metadata"]}, "spec": tmpl["spec"]}
+    j = judge(pod, snap, CFG, CATALOG)
+    assert j.allowed and j.fits
+    patch, _ = mutation(pod, j, CFG)
+    assert patch and not any("affinity" in op["path"] for op in patch)
+    assert any(op["path"].endswith("vram-per-gpu-mib") or "annotations" in op["path"] for op in patch)

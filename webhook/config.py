@@ -154,6 +154,9 @@ class Controller(_Section):
     # How often the leader reconciles node labels and taints with the inventory.
     reconcile_interval_seconds: float = Field(1.0, gt=0)
     remediation: Remediation = Field(default_factory=Remediation)
+    # Opt-in: also taint an unhealthy node's DRA devices with a DeviceTaintRule (resource.k8s.io/v1) per
+    # pool, so the scheduler's DRA plugin stops allocating them; removed when the node is healthy again.
+    device_taint_rules: bool = False
 
     @model_validator(mode="after")
     def _lease_timings(self) -> Controller:

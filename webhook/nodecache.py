@@ -482,7 +482,8 @@ class Gone(Exception):
 
 
 class Unavailable(Exception):
-    """404: the API server does not serve this kind (resource.k8s.io/v1 before Kubernetes 1.34, or DRA off)."""
+    """404: the API server does not serve this kind (resource.k8s.io/v1 before Kubernetes 1.34, or DRA off);
+    403: vramgate may not read it."""
 
 
 class WatchError(Exception):
@@ -556,8 +557,9 @@ class KubeApi:
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone(f"{kind}: {exc.reason}") from exc
-            if exc.status == 404 and kind in DRA_KINDS:
-                raise Unavailable(f"{kind}: {exc.reason}") from exc
+            if exc.status in (403, 404) and kind in DRA_KINDS:
+                # 403: installed without the DRA read rules (an older chart); run without DRA, not unready.
+                raise Unavailable(f"{kind}: {exc.status} {exc.reason}") from exc
             raise
 
     def list_page(self, kind: Kind, *, limit: int, cont: str | None) -> dict[str, Any]:

@@ -608,7 +608,13 @@ def test_least_privilege_per_role(render: Render) -> None:
         {("", "nodes", v) for v in ("get", "list", "watch", "patch", "update")}
         | {("", r, v) for r in ("pods", "namespaces") for v in ("get", "list", "watch")}
         | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
+        | {("resource.k8s.io", r, v) for r in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
+           for v in ("get", "list", "watch")}
     )
+    dtr = grants(rules_of(render({"config": {"controller": {"device_taint_rules": True}}}, namespace=NS),
+                          "ClusterRole", "vramgate-controller"))
+    assert dtr - controller == {("resource.k8s.io", "devicetaintrules", v)
+                                for v in ("get", "list", "create", "update", "delete")}
     lease = rules_of(objs, "Role", "vramgate-controller-leader-election")
     assert one(objs, "Role", "vramgate-controller-leader-election")["metadata"]["namespace"] == NS
     assert grants(lease) == {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}

@@ -686,3 +686,28 @@ def with_memory_request(body: dict[str, Any], need_mib: int) -> bool:
         return False
     body["capacity"] = {**(cap or {}), "requests": {**(reqs or {}), "memory": quantity_text(need_mib)}}
     return True
+
+
+# ---- DeviceTaintRules the controller writes ---------------------------------------------------
+
+DEVICE_TAINT_RULE_PREFIX = "vramgate-gpu-unhealthy-"
+
+
+def device_taint_rules(node: str, devices: Iterable[Device], key: str, reason: str) -> list[dict[str, Any]]:
+    """``resource.k8s.io/v1`` DeviceTaintRules that taint every device of a node's pools ``key:NoSchedule``.
+
+    One rule per (driver, pool), named ``vramgate-gpu-unhealthy-<node>`` (``-<n>`` after the first), so
+    the scheduler's DRA plugin stops allocating a node's devices while vramgate judges it unhealthy.
+    """
+    pools = sorted({(d.driver, d.pool) for d in devices if d.pool})
+    out = []
+    for i, (driver, pool) in enumerate(pools):
+        name = f"{DEVICE_TAINT_RULE_PREFIX}{node}" + (f"-{i}" if i else "")
+        out.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": name[:253], "labels": {"app.kubernetes.io/managed-by": "vramgate"},
+                         "annotations": {"vramgate.io/node": node, "vramgate.io/reason": reason[:1000]}},
+            "spec": {"deviceSelector": {"driver": driver, "pool": pool},
+                     "taint": {"key": key, "value": "true", "effect": "NoSchedule"}},
+        })
+    return out

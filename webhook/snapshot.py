@@ -58,7 +58,13 @@ class Snapshot:
 
 
 def capability(node: NodeGPUs) -> NodeGPUs:
-    """The node without its name: equal (and equally hashed) for nodes that any pod judges alike."""
+    """The node without its name: equal (and equally hashed) for nodes that any pod judges alike.
+
+    DRA devices lose their node and pool too (a node's pool is named after it), so a fleet of
+    identical DRA nodes still makes one class.
+    """
+    if node.dra:
+        return replace(node, name="", labels={}, dra=tuple(replace(d, node="", pool="") for d in node.dra))
     return replace(node, name="", labels={})
 
 

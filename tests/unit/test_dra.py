@@ -566,3 +566,11 @@ def test_claim_pods_get_no_vram_node_affinity() -> None:
     patch, _ = mutation(pod, j, CFG)
     assert patch and not any("affinity" in op["path"] for op in patch)
     assert any(op["path"].endswith("vram-per-gpu-mib") or "annotations" in op["path"] for op in patch)
+
+
+def test_identical_dra_nodes_share_a_capability_class() -> None:
+    nodes = [{"kind": "Node", "metadata": {"name": n}, "status": {}} for n in ("n1", "n2", "n3")]
+    slices = [_slice([_gpu("gpu-0", {"value": "80Gi"})], node=n) for n in ("n1", "n2")]
+    slices.append(_slice([_gpu("gpu-0", {"value": "40Gi"})], node="n3"))
+    snap = snapshot_from_nodes(nodes, CFG, dra=slices)
+    assert snap.classes["n1"] == snap.classes["n2"] != snap.classes["n3"]

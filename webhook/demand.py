@@ -45,6 +45,9 @@ ConfigMapLookup = Any  # Callable[[str, str], str | None]; kept loose for the ad
 _PLACEHOLDER = re.compile(r"^\s*(\$\{?[A-Za-z_]\w*\}?|\{\{.*\}\}|<[^>]+>|[A-Z][A-Z0-9]*(_[A-Z0-9]+)+)\s*$")
 
 
+_NO_DRA = DraView()
+
+
 class DeclarationError(ValueError):
     """A malformed declaration: names the annotation (or env/arg), the value and what is accepted."""
 
@@ -242,7 +245,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         gpus, containers = gpu_containers(view, config.labels.gpu_resource)
     except WorkloadError as exc:
         raise DeclarationError("spec", "", str(exc)) from None
-    claimed = pod_claims(view.spec, view.namespace or "", dra or DraView()) if gpus == 0 else None
+    claimed = None
+    if gpus == 0 and view.spec.get("resourceClaims"):
+        claimed = pod_claims(view.spec, view.namespace or "", dra or _NO_DRA)
     if claimed is not None:
         gpus, containers = claimed.gpus, list(claimed.containers)
     if gpus == 0:

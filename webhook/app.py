@@ -8,6 +8,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from .cluster.dra import Device
 from .state import AppState
 
 
@@ -36,6 +37,11 @@ def create_app(state: AppState) -> FastAPI:
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    def device_json(d: Device) -> dict[str, object]:
+        return {"driver": d.driver, "pool": d.pool, "name": d.name, "type": d.type, "product": d.product,
+                "memory_mib": d.memory_mib, "profile": d.profile or None, "driver_version": d.driver_version or None,
+                "shared": d.shared, "taint": d.taint}
+
     @app.get("/inventory")
     async def inventory(request: Request) -> Response:
         snap = state.inventory.snapshot()
@@ -53,6 +59,7 @@ def create_app(state: AppState) -> FastAPI:
                 "mig": n.mig,
                 "health": n.health,
                 "reason": n.health_reason,
+                **({"devices": [device_json(d) for d in n.dra]} if n.dra else {}),
             }
             for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)
         ]

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,12 @@ import yaml
 
 from .catalog import Catalog, ConfigImportError, ModelSpec, builtin_catalog, computed_params, entry_from_hf_config
 from .cli_audit import add_parsers as add_audit_parsers
+from .cluster.dra import dra_view
 from .config import Config, ConfigError, load_config
 from .engines import ENGINES, estimate
 from .engines.base import parse_version
 from .kinds import Runtimes
-from .manifests import ManifestError, load_file, load_nodes
+from .manifests import ManifestError, load_file, load_inventory
 from .precision import ACCEPTED as PRECISIONS_ACCEPTED
 from .precision import canonical
 from .quantity import QuantityError, parse_count, parse_positive_int
@@ -48,16 +50,20 @@ def _kube_nodes(kubeconfig: str | None) -> tuple[list[dict[str, Any]], dict[str,
 
 def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
     if getattr(args, "nodes", None):
-        return snapshot_from_nodes(load_nodes(args.nodes), config)
+        nodes, dra = load_inventory(args.nodes)
+        return snapshot_from_nodes(nodes, config, dra=dra)
     kubeconfig = getattr(args, "kubeconfig", None)
     default = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     if kubeconfig is None and not Path(default.split(os.pathsep)[0]).exists():
         raise UsageError("no inventory: pass --nodes FILE or --kubeconfig PATH")
     try:
         nodes, used = _kube_nodes(kubeconfig)
+        from .kube import list_dra
+
+        dra = list_dra(kubeconfig)
     except Exception as exc:  # the client raises many types; all mean "cluster unreachable"
         raise UsageError(f"cannot list nodes: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
-    return snapshot_from_nodes(nodes, config, used)
+    return snapshot_from_nodes(nodes, config, used, dra=dra)
 
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:
@@ -79,6 +85,8 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
     for path in args.file:
         objects.extend(load_file(path))
     snapshot = _snapshot(args, config)
+    # ResourceClaimTemplates and ResourceClaims in the same files are what their pods' claims refer to.
+    snapshot = replace(snapshot, dra=dra_view(objects, config.labels.dra_drivers, snapshot.dra))
     # ServingRuntimes and TrainingRuntimes in the same files are what their workloads refer to.
     runtimes = Runtimes.of(objects)
     rejected = False

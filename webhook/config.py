@@ -56,6 +56,8 @@ class Labels(_Section):
     product_labels: list[str] = Field(default_factory=list)
     # ... and the memory of one GPU for each such value (case-insensitive), e.g. {"rtx-4090": "24GB"}.
     product_memory: dict[str, str] = Field(default_factory=dict)
+    # DRA drivers whose ResourceSlices publish GPUs (device capacity "memory", attributes productName, type, …).
+    dra_drivers: list[str] = Field(default_factory=lambda: ["gpu.nvidia.com"])
 
     @model_validator(mode="after")
     def _product_memory_sizes(self) -> Labels:
@@ -152,6 +154,9 @@ class Controller(_Section):
     # How often the leader reconciles node labels and taints with the inventory.
     reconcile_interval_seconds: float = Field(1.0, gt=0)
     remediation: Remediation = Field(default_factory=Remediation)
+    # Opt-in: also taint an unhealthy node's DRA devices with a DeviceTaintRule (resource.k8s.io/v1) per
+    # pool, so the scheduler's DRA plugin stops allocating them; removed when the node is healthy again.
+    device_taint_rules: bool = False
 
     @model_validator(mode="after")
     def _lease_timings(self) -> Controller:

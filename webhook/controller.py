@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .apiserver import ApiError, RawApi
 from .auditor import Auditor
 from .catalog import Catalog, builtin_catalog
+from .cluster.dra import device_taint_rules
 from .config import Config
 from .health import Decision, HealthTracker, NodeDecision, Transition, event_body, has_own_taint, node_patch
 from .inventory import NodeGPUs
@@ -39,6 +40,7 @@ CONFLICT_RETRIES = 5
 POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 EVICTED_RECHECK_SECONDS = 60.0  # an evicted pod is terminating: do not ask again before this
 DRY_RUN_REPEAT_SECONDS = 600.0  # dry run reports the same pod again after this
+DEVICE_TAINT_RULES = "/apis/resource.k8s.io/v1/devicetaintrules"
 
 
 def _snapshot_node(node: NodeGPUs) -> dict[str, Any]:
@@ -100,6 +102,8 @@ class Controller:
                                    self.metrics, identity=self.identity, clock=clock,
                                    can_write=lambda: self.elector.is_leader)
         self._audit_task: asyncio.Task[None] | None = None
+        self._device_rules: dict[str, tuple[str, ...]] = {}  # node → DeviceTaintRules written for it
+        self._device_rules_adopted = False
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release = True
@@ -265,6 +269,8 @@ class Controller:
                 self._backoff[name] = (failures_node + 1, now + min(60.0, 2.0 ** failures_node))
                 log.warning("node %s: %s", name, exc)
         self._api_backoff = (0, 0.0)
+        if self.config.controller.device_taint_rules and self.elector.is_leader:
+            await self._sync_device_rules(snap.nodes, decision)
         if self.config.controller.remediation.enabled and now >= self._next_remediation and self.elector.is_leader:
             self._next_remediation = now + self.config.controller.remediation.interval_seconds
             try:
@@ -272,6 +278,72 @@ class Controller:
             except ApiError as exc:
                 log.warning("remediation: %s", exc)
         return decision
+
+    async def _sync_device_rules(self, nodes: Any, decision: Decision) -> None:
+        """DeviceTaintRules for the DRA devices of nodes whose taint is on; deleted once it is off."""
+        if not self._device_rules_adopted:
+            try:
+                self._device_rules = await asyncio.to_thread(self._list_rules)
+            except ApiError as exc:
+                log.warning("DeviceTaintRules: %s", exc)
+                return
+            self._device_rules_adopted = True
+        for name, want in decision.nodes.items():
+            node = nodes.get(name)
+            have = self._device_rules.get(name, ())
+            if want.taint is True and node is not None and node.dra and not have:
+                rules = device_taint_rules(name, node.dra, self.config.labels.unhealthy_taint, want.reason)
+                try:
+                    await asyncio.to_thread(self._create_rules, rules)
+                except ApiError as exc:
+                    log.warning("node %s: DeviceTaintRule: %s", name, exc)
+                    continue
+                self._device_rules[name] = tuple(r["metadata"]["name"] for r in rules)
+                log.info("node %s: DeviceTaintRule %s added (%s)", name, ", ".join(self._device_rules[name]),
+                         want.reason)
+            elif have and (want.taint is False or node is None):
+                try:
+                    await asyncio.to_thread(self._delete_rules, have)
+                except ApiError as exc:
+                    log.warning("node %s: DeviceTaintRule: %s", name, exc)
+                    continue
+                del self._device_rules[name]
+                log.info("node %s: DeviceTaintRule %s removed", name, ", ".join(have))
+        for name in [n for n in self._device_rules if n not in decision.nodes]:
+            with contextlib.suppress(ApiError):
+                await asyncio.to_thread(self._delete_rules, self._device_rules.pop(name))
+
+    def _list_rules(self) -> dict[str, tuple[str, ...]]:
+        """The rules an earlier leader wrote, by node (annotation ``vramgate.io/node``)."""
+        items = self.api.get(DEVICE_TAINT_RULES, {"labelSelector": "app.kubernetes.io/managed-by=vramgate"})
+        out: dict[str, list[str]] = {}
+        for item in (items or {}).get("items") or []:
+            meta = item.get("metadata") or {}
+            node = (meta.get("annotations") or {}).get("vramgate.io/node")
+            if isinstance(node, str) and node:
+                out.setdefault(node, []).append(str(meta.get("name", "")))
+        return {k: tuple(v) for k, v in out.items()}
+
+    def _create_rules(self, rules: list[dict[str, Any]]) -> None:
+        for rule in rules:
+            try:
+                self.api.request("POST", DEVICE_TAINT_RULES, rule)
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+                name = rule["metadata"]["name"]
+                fresh = self.api.get(f"{DEVICE_TAINT_RULES}/{name}")
+                meta = {**rule["metadata"], "resourceVersion": fresh["metadata"]["resourceVersion"]}
+                rule = {**rule, "metadata": meta}
+                self.api.request("PUT", f"{DEVICE_TAINT_RULES}/{name}", rule)
+
+    def _delete_rules(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            try:
+                self.api.request("DELETE", f"{DEVICE_TAINT_RULES}/{name}")
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
 
     def _write_node(self, name: str, want: NodeDecision) -> None:
         """Read-modify-write of our labels and taint on one Node; retried on 409 (blocking)."""

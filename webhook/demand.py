@@ -10,6 +10,7 @@ from typing import Any
 
 from . import declaration as d
 from .catalog import Catalog, ModelSpec, params_from_name
+from .cluster.dra import DraView, Request, pod_claims
 from .config import Config, PlacementMode
 from .cuda import CudaVersion, cuda_from_image, parse_cuda
 from .engines import (
@@ -44,6 +45,9 @@ ConfigMapLookup = Any  # Callable[[str, str], str | None]; kept loose for the ad
 _PLACEHOLDER = re.compile(r"^\s*(\$\{?[A-Za-z_]\w*\}?|\{\{.*\}\}|<[^>]+>|[A-Z][A-Z0-9]*(_[A-Z0-9]+)+)\s*$")
 
 
+_NO_DRA = DraView()
+
+
 class DeclarationError(ValueError):
     """A malformed declaration: names the annotation (or env/arg), the value and what is accepted."""
 
@@ -73,6 +77,8 @@ class Demand:
     # Where each input came from: ("context", "arg --max-model-len"), ("model", "env MODEL_ID via $(MODEL_ID)").
     sources: tuple[tuple[str, str], ...] = field(default=())
     group_size: int = 1  # pods that together hold one model instance (LWS size, --nnodes)
+    # GPUs asked for with DRA ResourceClaims (then ``gpus`` counts their devices): judged on nodes' devices.
+    claims: tuple[Request, ...] = ()
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -228,17 +234,26 @@ def _main(readings: list[ContainerReading]) -> ContainerReading:
     return readings[0]
 
 
-def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigMapLookup | None = None
-                ) -> Demand | None:
-    """The demand of a workload, or None when it asks for no GPU. Raises DeclarationError."""
+def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigMapLookup | None = None,
+                dra: DraView | None = None) -> Demand | None:
+    """The demand of a workload, or None when it asks for no GPU. Raises DeclarationError.
+
+    GPUs come from ``nvidia.com/gpu`` limits, else from the pod's ResourceClaims (their templates or
+    claims looked up in ``dra``).
+    """
     try:
         gpus, containers = gpu_containers(view, config.labels.gpu_resource)
     except WorkloadError as exc:
         raise DeclarationError("spec", "", str(exc)) from None
+    claimed = None
+    if gpus == 0 and view.spec.get("resourceClaims"):
+        claimed = pod_claims(view.spec, view.namespace or "", dra or _NO_DRA)
+    if claimed is not None:
+        gpus, containers = claimed.gpus, list(claimed.containers)
     if gpus == 0:
         return None
     ann = view.annotations
-    warnings: list[str] = []
+    warnings: list[str] = list(claimed.warnings) if claimed else []
     sources: list[tuple[str, str]] = []
     readings = [read_container(c, (), lookup) for c in containers]
     if any(r.engine == ollama.NAME and r.settings is not None and r.settings.get("model") is None
@@ -312,7 +327,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         return Demand(
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
-            sources=tuple(sources), group_size=group, **kw,
+            sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (), **kw,
         )
 
     if explicit is not None:

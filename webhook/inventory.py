@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .cluster.cloud import cloud_gpu, why_unknown
+from .cluster.dra import SOURCE as DRA_SOURCE
+from .cluster.dra import Device, summarize
 from .config import Config, Labels
 from .quantity import QuantityError, parse_gpu_memory_label
 
@@ -38,13 +40,15 @@ class NodeGPUs:
     # Where vram_mib came from: "gfd", "karpenter", "gke-accelerator nvidia-l4", "instance-type g2-standard-8",
     # "config <label>", or "unknown".
     vram_source: str = "unknown"
+    # The node's GPU devices as DRA ResourceSlices publish them (claims are judged on these).
+    dra: tuple[Device, ...] = ()
     labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     # spec.taints as the API returns them (the health controller merges its own taint into these).
     taints: tuple[dict[str, str], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def is_gpu_node(self) -> bool:
-        return self.labelled or self.capacity > 0
+        return self.labelled or self.capacity > 0 or bool(self.dra)
 
 
 def _int(value: Any) -> int | None:
@@ -211,6 +215,40 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         labels=str_labels,
         taints=_taints(node),
     )
+
+
+def with_devices(node: NodeGPUs, devices: tuple[Device, ...]) -> NodeGPUs:
+    """The node with its DRA devices; where no label told its GPU memory, product or driver, the devices do."""
+    if not devices and not node.dra:
+        return node
+    found = summarize(devices)
+    if found is None:
+        return replace(node, dra=())
+    changes: dict[str, Any] = {"dra": devices}
+    if node.vram_mib <= 0 and found.vram_mib > 0:
+        changes.update(vram_mib=found.vram_mib, vram_source=DRA_SOURCE)
+    if not node.product:
+        changes["product"] = found.product
+    if not node.labelled_count:
+        changes["labelled_count"] = found.gpus
+    if node.driver_major is None and found.driver_major is not None:
+        changes["driver_major"] = found.driver_major
+    if node.fault is None and node.capacity == 0:
+        # No nvidia.com/gpu: the devices are DRA's (labels without capacity do not mean a missing device plugin).
+        tainted = sum(1 for d in devices if d.taint)
+        reason = describe_devices(devices) + (f", {tainted} tainted" if tainted else "")
+        changes.update(plugin_missing=False, health_reason=reason,
+                       health="unhealthy" if tainted == len(devices) else "degraded" if tainted else "healthy")
+    return replace(node, **changes)
+
+
+def describe_devices(devices: tuple[Device, ...]) -> str:
+    """ "2 DRA devices: 2× NVIDIA A100-SXM4-80GB" — what a node's ResourceSlices offer, for tables and reasons."""
+    counts: dict[str, int] = {}
+    for d in devices:
+        counts[d.label] = counts.get(d.label, 0) + 1
+    return f"{len(devices)} DRA device{'s' if len(devices) != 1 else ''}: " + ", ".join(
+        f"{n}× {label}" for label, n in counts.items())
 
 
 def vram_missing(node: NodeGPUs) -> str:

@@ -36,3 +36,21 @@ def list_nodes_and_usage(kubeconfig: str | None = None) -> tuple[list[dict[str, 
     node_items = json.loads(nodes.data).get("items", [])
     pod_items = json.loads(pods.data).get("items", [])
     return node_items, used_per_node(pod_items)
+
+
+def list_dra(kubeconfig: str | None = None) -> list[dict[str, Any]]:
+    """ResourceSlices and DeviceClasses (``resource.k8s.io/v1``), each with its kind; none where not served."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    res = client.ResourceV1Api(api_client(kubeconfig))
+    out: list[dict[str, Any]] = []
+    for kind, call in (("ResourceSlice", res.list_resource_slice), ("DeviceClass", res.list_device_class)):
+        try:
+            resp: Any = call(_preload_content=False)
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                continue
+            raise
+        out.extend({**item, "kind": kind} for item in json.loads(resp.data).get("items", []))
+    return out

@@ -56,10 +56,26 @@ def load_file(path: str | Path) -> list[dict[str, Any]]:
     return load_text(text, str(path))
 
 
+# What `kubectl get nodes,resourceslices,deviceclasses -o yaml` prints besides Nodes.
+INVENTORY_KINDS = frozenset({"ResourceSlice", "DeviceClass"})
+
+
+def load_inventory(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(Node objects, ResourceSlices and DeviceClasses) from a file; any other kind is an error."""
+    nodes: list[dict[str, Any]] = []
+    dra: list[dict[str, Any]] = []
+    for obj in load_file(path):
+        kind = obj.get("kind", "Node")
+        if kind in INVENTORY_KINDS:
+            dra.append(obj)
+        elif kind == "Node":
+            nodes.append(obj)
+        else:
+            raise ManifestError(f"{path}: expected Node objects (and ResourceSlices, DeviceClasses), "
+                                f"found kind {kind!r}")
+    return nodes, dra
+
+
 def load_nodes(path: str | Path) -> list[dict[str, Any]]:
-    """Node objects from a file; anything that is not a Node is an error."""
-    objs = load_file(path)
-    for obj in objs:
-        if obj.get("kind", "Node") != "Node":
-            raise ManifestError(f"{path}: expected Node objects, found kind {obj.get('kind')!r}")
-    return objs
+    """Node objects from a file (ResourceSlices and DeviceClasses beside them are skipped); other kinds are errors."""
+    return load_inventory(path)[0]

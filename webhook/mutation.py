@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from jsonpointer import escape
 
+from .cluster.dra import CLAIM_KIND, TEMPLATE_KIND, with_memory_request, with_memory_selector
 from .config import Config
 from .demand import Demand
 from .quantity import QuantityError, parse_size_bytes
@@ -249,7 +250,9 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config) -> tup
         _set_required_terms(spec, terms)
         notes.append(f"replaced {judgement.reroute.selector} (only GPUs too small) with a VRAM node affinity")
     floor = node_vram_floor_mib(demand)
-    if floor is not None and judgement.fits:
+    # GPUs from DRA claims: which device (a MIG slice, a full GPU) is the claim's choice; the node label
+    # (its largest GPU) says nothing of it. The claim's memory selector and the extender place these.
+    if floor is not None and judgement.fits and not demand.claims:
         _set_required_terms(spec, vram_terms(required_terms(spec), floor, config))
 
     # Tolerations.
@@ -334,6 +337,51 @@ def _pod_projection(pod: dict[str, Any]) -> dict[str, Any] | None:
     return {"metadata": proj_meta, "spec": proj_spec}
 
 
+def _request_bodies(claim: dict[str, Any], names: set[str]) -> list[dict[str, Any]]:
+    """The request bodies (``exactly``, each ``firstAvailable`` choice, or a v1beta1 request) named in ``names``."""
+    spec = claim.get("spec")
+    if claim.get("kind") == TEMPLATE_KIND:
+        spec = spec.get("spec") if isinstance(spec, dict) else None
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    out: list[dict[str, Any]] = []
+    for r in as_list(devices.get("requests") if isinstance(devices, dict) else None):
+        if not isinstance(r, dict) or r.get("name") not in names:
+            continue
+        if isinstance(r.get("exactly"), dict):
+            out.append(r["exactly"])
+        elif isinstance(r.get("firstAvailable"), list):
+            out.extend(sub for sub in r["firstAvailable"] if isinstance(sub, dict))
+        elif r.get("deviceClassName"):
+            out.append(r)
+    return out
+
+
+def mutate_claim(claim: dict[str, Any], judgement: Judgement, config: Config) -> dict[str, Any]:
+    """Add ``device.capacity["<driver>"].memory.compareTo(quantity("<need>")) >= 0`` to each GPU request.
+
+    Where the devices it can match allow multiple allocations (consumable capacity), the request also
+    asks for that much of their memory (``capacity.requests.memory``) unless it asks for some already.
+
+    The stock scheduler then allocates only devices that hold the workload, with no extender. Only
+    a fitting verdict narrows (unknown VRAM never does); a selector asking as much is left alone.
+    """
+    demand = judgement.demand
+    floor = node_vram_floor_mib(demand) if demand is not None and judgement.fits else None
+    if demand is None or floor is None or not demand.claims:
+        return claim
+    drivers = config.labels.dra_drivers
+    out = _copy(claim)
+    changed = False
+    for req in demand.claims:
+        texts = " ".join(sel.expression for choice in req.choices() for sel in choice.selectors)
+        driver = next((d for d in drivers if d in texts), drivers[0] if drivers else "gpu.nvidia.com")
+        for body in _request_bodies(out, {req.name}):
+            changed = with_memory_selector(body, floor, driver) or changed
+            if req.name in judgement.shared_requests:
+                changed = with_memory_request(body, floor) or changed
+    return out if changed else claim
+
+
 def mutation(obj: dict[str, Any], judgement: Judgement, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations (empty when nothing changes) and warnings for one admitted object."""
     kind = obj.get("kind")
@@ -341,6 +389,8 @@ def mutation(obj: dict[str, Any], judgement: Judgement, config: Config) -> tuple
         mutated, notes = mutate_pod(obj, judgement, config)
     elif kind == "Job":
         mutated, notes = mutate_job(obj, judgement, config), []
+    elif kind in (TEMPLATE_KIND, CLAIM_KIND):
+        mutated, notes = mutate_claim(obj, judgement, config), []
     else:
         return [], []
     if mutated is obj:

@@ -36,16 +36,20 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from .cluster.dra import Device, DraView, devices_by_node, dra_view
 from .config import Config
-from .inventory import NodeGPUs, node_gpus
+from .inventory import NodeGPUs, node_gpus, with_devices
 from .metrics import Metrics
 from .snapshot import ClassTable, Snapshot
 from .usage import holds_gpus, pod_gpus
 
 log = logging.getLogger("vramgate.nodecache")
 
-Kind = Literal["Node", "Pod", "Namespace"]
+Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate"]
 KINDS: tuple[Kind, ...] = ("Node", "Pod", "Namespace")
+# resource.k8s.io/v1 (Kubernetes 1.34+): where DRA drivers publish GPUs, and what pods' claims refer to. A
+# cluster that does not serve them (404) counts as listed, with none.
+DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate")
 ENFORCEMENT_LABEL = "vramgate.io/enforcement"
 # Terminal pods hold no devices; the API server filters them out (a pod that finishes arrives
 # as DELETED on a watch with this selector). The state machine also copes without the selector.
@@ -80,6 +84,14 @@ def _name(obj: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def _dra_key(obj: dict[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if isinstance(ns, str) and ns else str(meta["name"])
+
+
 def _pod_key(obj: dict[str, Any]) -> str | None:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
@@ -102,9 +114,17 @@ class PodRecord:
 class InventoryState:
     """Nodes, GPU pods and namespaces as list+watch reports them. Not thread-safe: callers serialize."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, kinds: tuple[Kind, ...] = KINDS) -> None:
         self.config = config
+        self.kinds = kinds
         self._resource = config.labels.gpu_resource
+        # DRA: objects by kind and key (name, or namespace/name), the nodes' label-only NodeGPUs, and the
+        # devices the slices give each node.
+        self._dra: dict[Kind, dict[str, dict[str, Any]]] = {k: {} for k in DRA_KINDS}
+        self._dra_rv: dict[tuple[Kind, str], int | None] = {}
+        self._base: dict[str, NodeGPUs] = {}
+        self._devices: dict[str, tuple[Device, ...]] = {}
+        self._dra_view = DraView(drivers=tuple(config.labels.dra_drivers))
         # nodes
         self._nodes: dict[str, NodeGPUs] = {}
         self._node_rv: dict[str, int | None] = {}  # last applied RV per node; tombstones for deleted ones
@@ -133,7 +153,7 @@ class InventoryState:
     @property
     def synced(self) -> bool:
         """True once every kind has been listed in full at least once."""
-        return len(self._listed) == len(KINDS)
+        return self._listed >= set(self.kinds)
 
     def resource_version(self, kind: Kind) -> str | None:
         """Where a watch of ``kind`` resumes: the list's RV, advanced by events and bookmarks."""
@@ -160,6 +180,7 @@ class InventoryState:
                 classes=dict(self._classes),
                 class_info=self._table.info,
                 versions=dict(self._node_version),
+                dra=self._dra_view,
             )
             self._dirty = False
         return self._snapshot
@@ -175,7 +196,17 @@ class InventoryState:
         """
         list_rv = rv_number(rv)
         seen: set[str] = set()
-        if kind == "Node":
+        if kind in DRA_KINDS:
+            objs: dict[str, dict[str, Any]] = {}
+            for obj in items:
+                key = _dra_key(obj) if isinstance(obj, dict) else None
+                if key is not None:
+                    objs[key] = {**obj, "kind": kind}  # list items carry no kind
+                    self._dra_rv[(kind, key)] = rv_number(resource_version(obj))
+            self._dra_rv = {k: v for k, v in self._dra_rv.items() if k[0] != kind or k[1] in objs}
+            self._dra[kind] = objs
+            self._dra_changed(kind)
+        elif kind == "Node":
             for obj in items:
                 name = _name(obj) if isinstance(obj, dict) else None
                 if name is not None:
@@ -249,6 +280,17 @@ class InventoryState:
             self._resume[kind] = rv
 
     def _upsert(self, kind: Kind, obj: dict[str, Any]) -> Outcome:
+        if kind in DRA_KINDS:
+            key = _dra_key(obj)
+            if key is None:
+                return "unchanged"
+            new = rv_number(resource_version(obj))
+            if _stale(new, self._dra_rv.get((kind, key))):
+                return "stale"
+            self._dra_rv[(kind, key)] = new
+            self._dra[kind][key] = {**obj, "kind": kind}
+            self._dra_changed(kind)
+            return "applied"
         if kind == "Node":
             name = _name(obj)
             return "unchanged" if name is None else self._upsert_node(name, obj)
@@ -260,6 +302,15 @@ class InventoryState:
 
     def _delete(self, kind: Kind, obj: dict[str, Any]) -> Outcome:
         new = rv_number(resource_version(obj))
+        if kind in DRA_KINDS:
+            key = _dra_key(obj)
+            if key is None or _stale(new, self._dra_rv.get((kind, key))):
+                return "unchanged" if key is None else "stale"
+            self._dra_rv[(kind, key)] = new  # tombstone until the next re-list
+            if self._dra[kind].pop(key, None) is None:
+                return "unchanged"
+            self._dra_changed(kind)
+            return "applied"
         if kind == "Node":
             name = _name(obj)
             if name is None:
@@ -299,7 +350,12 @@ class InventoryState:
         new = rv_number(rv)
         if _stale(new, self._node_rv.get(name)):
             return "stale"
-        info = node_gpus(obj, self.config)
+        base = node_gpus(obj, self.config)
+        self._base[name] = base
+        info = with_devices(base, self._devices.get(name, ()))
+        return self._set_node(name, info, rv, new)
+
+    def _set_node(self, name: str, info: NodeGPUs, rv: str | None, new: int | None) -> Outcome:
         old = self._nodes.get(name)
         self._gpu_nodes += int(info.is_gpu_node) - int(old is not None and old.is_gpu_node)
         self._nodes[name] = info
@@ -313,6 +369,7 @@ class InventoryState:
         return "applied"
 
     def _remove_node(self, name: str) -> None:
+        self._base.pop(name, None)
         old = self._nodes.pop(name, None)
         if old is None:
             return
@@ -337,6 +394,26 @@ class InventoryState:
         for name, node in self._nodes.items():
             self._caps[name] = self._table.cap_of(node)
             self._classes[name] = self._table.class_of_cap(self._caps[name], self._free.get(name, 0))
+
+    # ---- DRA -------------------------------------------------------------------------------
+
+    def _dra_changed(self, kind: Kind) -> None:
+        """Re-derive what a DRA kind feeds: the nodes' devices (slices) or the classes and templates view."""
+        drivers = self.config.labels.dra_drivers
+        if kind == "ResourceSlice":
+            devices = devices_by_node(self._dra["ResourceSlice"].values(), drivers)
+            for name in set(devices) | set(self._devices):
+                if devices.get(name) == self._devices.get(name):
+                    continue
+                base = self._base.get(name)
+                if base is not None:
+                    self._set_node(name, with_devices(base, devices.get(name, ())), self._node_version.get(name),
+                                   self._node_rv.get(name))
+            self._devices = dict(devices)
+        else:
+            self._dra_view = dra_view([*self._dra["DeviceClass"].values(),
+                                       *self._dra["ResourceClaimTemplate"].values()], drivers)
+        self._dirty = True
 
     # ---- pods ------------------------------------------------------------------------------
 
@@ -404,6 +481,11 @@ class Gone(Exception):
     """410 Gone: the resourceVersion is too old (or a continue token expired); re-list."""
 
 
+class Unavailable(Exception):
+    """404: the API server does not serve this kind (resource.k8s.io/v1 before Kubernetes 1.34, or DRA off);
+    403: vramgate may not read it."""
+
+
 class WatchError(Exception):
     """The API server ended a watch with an ERROR event other than 410."""
 
@@ -452,16 +534,20 @@ class KubeApi:
 
         from .kube import api_client
 
-        self._core = client.CoreV1Api(api_client(kubeconfig))
+        api = api_client(kubeconfig)
+        self._core = client.CoreV1Api(api)
+        self._resource = client.ResourceV1Api(api)
         self._open: set[Any] = set()
         self._lock = threading.Lock()
 
     def _call(self, kind: Kind, **kw: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
 
-        core = self._core
+        core, res = self._core, self._resource
         calls: dict[str, Any] = {
             "Node": core.list_node, "Pod": core.list_pod_for_all_namespaces, "Namespace": core.list_namespace,
+            "ResourceSlice": res.list_resource_slice, "DeviceClass": res.list_device_class,
+            "ResourceClaimTemplate": res.list_resource_claim_template_for_all_namespaces,
         }
         fn = calls[kind]
         if kind == "Pod":
@@ -471,6 +557,9 @@ class KubeApi:
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone(f"{kind}: {exc.reason}") from exc
+            if exc.status in (403, 404) and kind in DRA_KINDS:
+                # 403: installed without the DRA read rules (an older chart); run without DRA, not unready.
+                raise Unavailable(f"{kind}: {exc.status} {exc.reason}") from exc
             raise
 
     def list_page(self, kind: Kind, *, limit: int, cont: str | None) -> dict[str, Any]:
@@ -529,15 +618,18 @@ def event_batches(chunks: Iterable[bytes]) -> Iterator[list[dict[str, Any]]]:
 
 
 class KubeInventory:
-    """snapshot.InventorySource over a live cluster: list+watch of Nodes, Pods and Namespaces.
+    """snapshot.InventorySource over a live cluster: list+watch of Nodes, Pods and Namespaces (and the DRA kinds).
 
     ``snapshot()`` is lock-free (a reference read) and cheap; ``synced`` turns true after the first
     full list of all three kinds. ``api`` replaces the official client (tests pass a fake).
     """
 
+    UNAVAILABLE_RETRY_S = 600
+
     def __init__(self, config: Config, kubeconfig: str | None = None, metrics: Metrics | None = None, *,
                  api: WatchApi | None = None, page_size: int = 500, watch_timeout_s: tuple[int, int] = (300, 600),
-                 backoff_base_s: float = 0.5, backoff_cap_s: float = 30.0) -> None:
+                 backoff_base_s: float = 0.5, backoff_cap_s: float = 30.0, dra: bool | None = None) -> None:
+        """``dra``: also list+watch the DRA kinds (default: with the real client, when the config names a driver)."""
         self.config = config
         self.kubeconfig = kubeconfig
         self.metrics = metrics
@@ -545,7 +637,10 @@ class KubeInventory:
         self._page_size = page_size
         self._watch_timeout = watch_timeout_s
         self._backoff = (backoff_base_s, backoff_cap_s)
-        self._state = InventoryState(config)
+        if dra is None:
+            dra = api is None and bool(config.labels.dra_drivers)
+        self.kinds: tuple[Kind, ...] = (*KINDS, *DRA_KINDS) if dra else KINDS
+        self._state = InventoryState(config, self.kinds)
         self._lock = threading.Lock()
         self._snapshot = self._state.snapshot()
         self._stop = threading.Event()
@@ -567,7 +662,7 @@ class KubeInventory:
         if self._api is None:
             self._api = await asyncio.to_thread(KubeApi, self.kubeconfig)
         self._stop.clear()
-        for kind in KINDS:
+        for kind in self.kinds:
             thread = threading.Thread(target=self._run, args=(kind,), name=f"vramgate-watch-{kind.lower()}",
                                       daemon=True)
             self._threads.append(thread)
@@ -611,6 +706,15 @@ class KubeInventory:
                     must_list = False
                 if not self._watch(kind, backoff):  # closed before any event: do not spin
                     self._stop.wait(backoff.next())
+            except Unavailable as exc:
+                # Not served: count it listed (with nothing) and look again now and then.
+                log.info("%s not served by the API server (%s); DRA inventory off, checking again in %ss", kind, exc,
+                         self.UNAVAILABLE_RETRY_S)
+                with self._lock:
+                    self._state.relist(kind, [], None)
+                    self._publish()
+                must_list = True
+                self._stop.wait(self.UNAVAILABLE_RETRY_S)
             except Gone as exc:
                 log.info("%s watch expired (%s): re-listing", kind, exc)
                 if self.metrics is not None:

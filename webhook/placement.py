@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from .cluster.dra import Device, Request, matching
 from .config import PlacementMode
 from .cuda import CudaVersion, format_cuda, min_driver_major
 from .demand import Demand
@@ -48,10 +50,12 @@ class Need:
     utilization: float = 1.0
     cuda: CudaVersion | None = None
     expected_mib: int | None = None  # the estimate's middle, for scores and warnings
+    claims: tuple[Request, ...] = ()  # DRA device requests: judged on each node's devices, not nvidia.com/gpu
 
     @classmethod
     def of(cls, demand: Demand) -> Need:
-        return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib)
+        return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib,
+                   demand.claims)
 
     @property
     def expected(self) -> int | None:
@@ -80,12 +84,54 @@ class NodeFit:
         return self.code in RESOLVABLE
 
 
+def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
+    """The node as a pod with DRA claims sees it: only the devices its requests could get count.
+
+    Capacity is the number of matching devices; VRAM is the smallest of those that hold the per-GPU
+    need when enough do, else the memory of the best device the pod would have to take (so the VRAM
+    check fails with that device named). Devices with a NoSchedule/NoExecute taint are not allocatable.
+    Requests of one pod are judged on the union of the devices they could match.
+    """
+    if not need.claims:
+        return node
+    seen: dict[tuple[str, str, str], Device] = {}
+    for req in need.claims:
+        for choice in req.choices():
+            for d in matching(choice, node.dra).devices:
+                seen.setdefault((d.driver, d.pool, d.name), d)
+    devices = sorted(seen.values(), key=lambda d: -d.memory_mib)
+    if not devices:
+        return replace(node, capacity=0, allocatable=0, labelled=False, plugin_missing=False, labelled_count=0,
+                       vram_mib=0, dra=(), unhealthy_gpus=0)
+    per = need.per_gpu_mib
+    big = [d for d in devices if per is None or d.memory_mib <= 0 or d.memory_mib * need.utilization >= per]
+    if len(big) >= need.gpus:
+        chosen = big
+        known = [d.memory_mib for d in big if d.memory_mib > 0]
+        vram = min(known) if known else 0
+        top = next((d for d in big if d.memory_mib == vram), big[0])
+    else:
+        chosen = devices
+        top = devices[min(need.gpus, len(devices)) - 1]
+        vram = top.memory_mib
+    healthy = [d for d in chosen if d.taint is None]
+    health, reason = node.health, node.health_reason
+    if not healthy and node.fault is None:
+        health, reason = "unhealthy", f"every matching device is tainted ({chosen[0].taint})"
+    return replace(node, capacity=len(chosen), allocatable=len(healthy), labelled=False, plugin_missing=False,
+                   labelled_count=0, vram_mib=vram, product=top.label, dra=tuple(chosen), health=health,
+                   health_reason=reason, unhealthy_gpus=len(chosen) - len(healthy))
+
+
 def usable_mib(node: NodeGPUs, need: Need) -> float:
     return node.vram_mib * need.utilization
 
 
 def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = False) -> NodeFit:
     """Whether ``node`` can hold the pod now (``free`` GPUs) or, with ``ever``, on an idle healthy day."""
+    if need.claims:
+        # The DRA plugin in the scheduler tracks allocated devices; vramgate judges capability and health.
+        node, free = for_claims(need, node), None
     name = node.name
     if not node.is_gpu_node:
         return NodeFit(name, Code.NO_GPUS, "no GPUs")
@@ -122,6 +168,7 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
 
 def fits_ever(need: Need, node: NodeGPUs) -> bool:
     """``fit(need, node, ever=True).fits`` without building reasons: the admission hot path."""
+    node = for_claims(need, node)
     if not node.is_gpu_node:
         return False
     count = node.labelled_count if node.plugin_missing else node.capacity
@@ -143,6 +190,9 @@ def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack"
 
     A node whose VRAM is unknown scores 0 for a pod that needs VRAM: any node known to hold it comes first.
     """
+    if need.claims:
+        node = for_claims(need, node)
+        free = node.allocatable
     if need.per_gpu_mib is not None and node.vram_mib <= 0:
         return 0
     if need.per_gpu_mib is not None:
@@ -174,8 +224,23 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
     with enough GPUs declares its VRAM and it is too small.
     """
     need = Need.of(demand)
+    if need.claims:
+        nodes = list(nodes)
+        with_devices = [n for n in nodes if n.dra]
+        nodes = [for_claims(need, n) for n in nodes]
+        if with_devices and not any(n.is_gpu_node for n in nodes):
+            asked = ", ".join(sorted({f"{r.claim}/{r.name} ({r.class_name or 'unknown class'})"
+                                      for r in need.claims}))
+            kinds = sorted({d.label for n in with_devices for d in n.dra})
+            return ClusterVerdict(False, Code.TOO_FEW_GPUS, (
+                f"{demand.view.ref}: no device in the cluster matches its claims {asked}; the ResourceSlices "
+                f"offer {', '.join(kinds[:5])}{', …' if len(kinds) > 5 else ''}. "
+                "Try: a DeviceClass or selector these devices satisfy"))
     gpu_nodes = [n for n in nodes if n.is_gpu_node]
     if not gpu_nodes:
+        if need.claims:
+            return ClusterVerdict(True, Code.FITS, "no DRA devices in the inventory (no ResourceSlices in view); "
+                                  "the pod's claims are not checked")
         return ClusterVerdict(True, Code.FITS, "no GPU nodes in the inventory; not checked")
     unknown: list[NodeGPUs] = []
     for n in gpu_nodes:
@@ -205,6 +270,8 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
                f"{_at_least(need)}); the largest GPU in the cluster has {_gib(largest.vram_mib)} GiB "
                f"({largest.name}, {largest.product or 'unknown product'}{usable}). "
                f"Try: {'; '.join(tips) if tips else 'a node with larger GPUs'}")
+        if need.claims:
+            msg = _claim_words(msg)
         return ClusterVerdict(False, Code.VRAM_TOO_SMALL, msg, suggestions=tuple(tips))
     if any(f.code is Code.TOO_FEW_GPUS for f in fits) and not any(f.code is Code.DRIVER_TOO_OLD for f in fits):
         most = max(gpu_nodes, key=lambda n: (n.capacity, n.vram_mib))
@@ -221,6 +288,12 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
            f"the nodes whose GPUs can hold it run driver {newest} at most. "
            f"Try: an image built for an older CUDA, or nodes with driver ≥ {need.min_driver}")
     return ClusterVerdict(False, Code.DRIVER_TOO_OLD, msg)
+
+
+def _claim_words(msg: str) -> str:
+    """Say it the DRA way for a pod whose GPUs come from ResourceClaims."""
+    msg = msg.replace("the largest GPU in the cluster has", "the largest device its claims can match has")
+    return re.sub(r"nvidia\.com/gpu: (\d+)", r"count: \1 in the claim's request", msg)
 
 
 def _at_least(need: Need) -> str:

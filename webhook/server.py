@@ -28,7 +28,7 @@ from fastapi import FastAPI
 from .app import create_app
 from .certs import make_bundle, service_dns_names
 from .config import Config
-from .manifests import load_nodes
+from .manifests import load_inventory
 from .metrics import Metrics
 from .snapshot import InventorySource, StaticInventory
 from .state import AppState
@@ -46,7 +46,8 @@ DEV_SERVICE = "vramgate"
 def build_inventory(args: argparse.Namespace, config: Config, metrics: Metrics) -> InventorySource:
     """``--nodes FILE``: a fixed inventory; otherwise a list+watch of the cluster."""
     if getattr(args, "nodes", None):
-        return StaticInventory(load_nodes(args.nodes), config)
+        nodes, dra = load_inventory(args.nodes)
+        return StaticInventory(nodes, config, dra)
     from .nodecache import KubeInventory
 
     return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics)

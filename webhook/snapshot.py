@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Protocol
 
+from .cluster.dra import DraView, devices_by_node, dra_view
 from .config import Config
-from .inventory import NodeGPUs, node_gpus
+from .inventory import NodeGPUs, node_gpus, with_devices
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class Snapshot:
     class_info: Sequence[tuple[NodeGPUs, int]] = ()
     # node → metadata.resourceVersion the snapshot's NodeGPUs was computed from (cluster mode).
     versions: Mapping[str, str] = field(default_factory=dict)
+    # DeviceClasses, and the ResourceClaims/Templates in view, for pods that ask for GPUs with claims.
+    dra: DraView = field(default_factory=DraView)
 
     def free_gpus(self, name: str) -> int:
         node = self.nodes.get(name)
@@ -55,7 +58,13 @@ class Snapshot:
 
 
 def capability(node: NodeGPUs) -> NodeGPUs:
-    """The node without its name: equal (and equally hashed) for nodes that any pod judges alike."""
+    """The node without its name: equal (and equally hashed) for nodes that any pod judges alike.
+
+    DRA devices lose their node and pool too (a node's pool is named after it), so a fleet of
+    identical DRA nodes still makes one class.
+    """
+    if node.dra:
+        return replace(node, name="", labels={}, dra=tuple(replace(d, node="", pool="") for d in node.dra))
     return replace(node, name="", labels={})
 
 
@@ -96,13 +105,22 @@ class ClassTable:
 
 
 def snapshot_from_nodes(
-    nodes: Iterable[dict[str, Any]], config: Config, used: Mapping[str, int] | None = None, revision: int = 0
+    nodes: Iterable[dict[str, Any]], config: Config, used: Mapping[str, int] | None = None, revision: int = 0,
+    dra: Iterable[dict[str, Any]] = (),
 ) -> Snapshot:
-    """Build a snapshot from Node objects and GPUs in use per node (absent: all allocatable free)."""
+    """Build a snapshot from Node objects and GPUs in use per node (absent: all allocatable free).
+
+    ``dra`` holds ResourceSlices, DeviceClasses, ResourceClaims and ResourceClaimTemplates (any order).
+    """
+    objects = list(dra)
+    drivers = config.labels.dra_drivers
+    devices = devices_by_node((o for o in objects if o.get("kind") == "ResourceSlice"), drivers)
     table = {}
     versions = {}
     for obj in nodes:
         info = node_gpus(obj, config)
+        if info.name in devices:
+            info = with_devices(info, devices[info.name])
         if info.name:
             table[info.name] = info
             meta = obj.get("metadata")
@@ -114,7 +132,7 @@ def snapshot_from_nodes(
     interner = ClassTable()
     classes = {name: interner.class_of(n, free[name]) for name, n in table.items()}
     return Snapshot(nodes=table, free=free, synced=True, revision=revision, classes=classes,
-                    class_info=interner.info, versions=versions)
+                    class_info=interner.info, versions=versions, dra=dra_view(objects, drivers))
 
 
 class InventorySource(Protocol):
@@ -146,5 +164,5 @@ class FixedInventory:
 class StaticInventory(FixedInventory):
     """A fixed inventory read once from a file of Node objects (``--nodes``)."""
 
-    def __init__(self, nodes: Iterable[dict[str, Any]], config: Config) -> None:
-        super().__init__(snapshot_from_nodes(nodes, config, revision=1))
+    def __init__(self, nodes: Iterable[dict[str, Any]], config: Config, dra: Iterable[dict[str, Any]] = ()) -> None:
+        super().__init__(snapshot_from_nodes(nodes, config, revision=1, dra=dra))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .catalog import Catalog
+from .cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, matching, pod_claims
 from .config import Config, Enforcement
 from .demand import DeclarationError, Demand, read_demand
 from .kinds import POD_KINDS, Context, Role, RoleSet, Runtimes, pod_view, roles
@@ -30,6 +31,8 @@ class Judgement:
     reroute: Narrow | None = field(default=None, compare=False)
     # Multi-role kinds (LWS, Ray, …): each role's own judgement, in the object's order.
     roles: tuple[RoleJudgement, ...] = field(default=(), compare=False)
+    # A claim's requests whose matching devices allow multiple allocations (consumable capacity).
+    shared_requests: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def fits(self) -> bool:
@@ -93,6 +96,8 @@ def judge(
     if not isinstance(obj, dict):
         return _deny(enforcement, "malformed", "object: object must be a mapping")
     kind = obj.get("kind")
+    if kind in (TEMPLATE_KIND, CLAIM_KIND):
+        return _judge_claim(obj, snapshot, config, catalog, namespace, enforcement)
     if isinstance(kind, str) and kind in POD_KINDS:  # the hot path: one pod template, judged as it always was
         try:
             view = pod_view(obj, namespace)
@@ -138,9 +143,56 @@ def _combine(found: RoleSet, results: list[tuple[Role, Judgement]]) -> Judgement
     return Judgement(True, code, "", tuple(warnings), lead.demand, lead.view, roles=per_role)
 
 
+_A_PER_GPU = "vramgate.io/vram-per-gpu-mib"  # what vramgate writes on pods; on a claim it states the need
+
+
+def _strs(raw: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def claim_annotations(obj: dict[str, Any]) -> dict[str, str]:
+    """A claim's (or template's) annotations, a template's claim-metadata ones under its own."""
+    spec = obj.get("spec")
+    inner = spec.get("metadata") if isinstance(spec, dict) and obj.get("kind") == TEMPLATE_KIND else None
+    meta = obj.get("metadata")
+    return {**_strs(inner.get("annotations") if isinstance(inner, dict) else None),
+            **_strs(meta.get("annotations") if isinstance(meta, dict) else None)}
+
+
+def _judge_claim(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str | None,
+                 enforcement: Enforcement) -> Judgement:
+    """A ResourceClaim or ResourceClaimTemplate that declares the workload it is for (``vramgate.io/*``).
+
+    It is judged as a pod whose only GPUs are this claim's devices, carrying its annotations.
+    """
+    ann = claim_annotations(obj)
+    if not any(k.startswith("vramgate.io/") for k in ann):
+        return Judgement(True, "not-a-workload")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = str(meta.get("name") or meta.get("generateName") or "")  # type: ignore[union-attr]
+    ns = namespace or str(meta.get("namespace") or "")  # type: ignore[union-attr]
+    spec = claim_spec_of(obj) or {}
+    dra = DraView(snapshot.dra.classes, snapshot.dra.templates, {**snapshot.dra.claims, (ns, name): spec},
+                  snapshot.dra.drivers)
+    pod_spec: dict[str, Any] = {"resourceClaims": [{"name": "claim", "resourceClaimName": name}],
+                                "containers": [{"name": "main", "resources": {"claims": [{"name": "claim"}]}}]}
+    if _A_PER_GPU in ann and "vramgate.io/vram" not in ann:
+        claimed = pod_claims(pod_spec, ns, dra)
+        per = ann[_A_PER_GPU].strip()
+        if claimed is not None and per.isdigit():
+            ann["vramgate.io/vram"] = f"{int(per) * claimed.gpus}Mi"
+    view = PodView(kind=str(obj.get("kind")), namespace=ns, name=name, meta={"annotations": ann}, spec=pod_spec)
+    judgement = _judge_view(view, snapshot, config, catalog, enforcement, dra=dra)
+    claims = judgement.demand.claims if judgement.demand is not None else ()
+    shared = tuple(r.name for r in claims if any(
+        d.shared for n in snapshot.nodes.values() if n.dra for c in r.choices() for d in matching(c, n.dra).devices))
+    return replace(judgement, shared_requests=shared) if shared else judgement
+
+
 def _judge_view(
     view: PodView, snapshot: Snapshot, config: Config, catalog: Catalog, enforcement: Enforcement,
     runtimes: Runtimes | None = None,
+    dra: DraView | None = None,
 ) -> Judgement:
     """The verdict for one pod shape (a Pod, a template, or one role of a multi-role kind)."""
     try:
@@ -149,7 +201,8 @@ def _judge_view(
         return _deny(enforcement, "malformed", f"{view.ref}: {exc}", view=view)
     try:
         # ConfigMaps in the files `vramgate check -f` reads resolve env (never Secrets).
-        demand = read_demand(view, config, catalog, runtimes.configmap if runtimes else None)
+        demand = read_demand(view, config, catalog, runtimes.configmap if runtimes else None,
+                             dra=dra or snapshot.dra)
     except DeclarationError as exc:
         return _deny(enforcement, "declaration", f"{view.ref}: {exc}", view=view)
     if demand is None:

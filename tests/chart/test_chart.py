@@ -81,9 +81,18 @@ def config_of(objs: list[dict[str, Any]], tmp_path: Path, name: str = "vramgate-
 def webhooks(objs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     m = one(objs, "MutatingWebhookConfiguration")["webhooks"]
     v = one(objs, "ValidatingWebhookConfiguration")["webhooks"]
-    assert len(m) == 1 and v[0]["name"] == "validate.vramgate.io"
-    assert [h["name"] for h in v[1:]] in ([], ["validate-kinds.vramgate.io"])
+    assert m[0]["name"] == "mutate.vramgate.io" and [h["name"] for h in m[1:]] in ([], ["mutate-claims.vramgate.io"])
+    assert v[0]["name"] == "validate.vramgate.io"
+    assert [h["name"] for h in v[1:] if h["name"] != "validate-claims.vramgate.io"] in (
+        [], ["validate-kinds.vramgate.io"])
     return m[0], v[0]
+
+
+def claim_webhooks(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """mutate-claims and validate-claims.vramgate.io, the DRA claim webhooks, when rendered."""
+    hooks = [*one(objs, "MutatingWebhookConfiguration")["webhooks"],
+             *one(objs, "ValidatingWebhookConfiguration")["webhooks"]]
+    return [h for h in hooks if h["name"] in ("mutate-claims.vramgate.io", "validate-claims.vramgate.io")]
 
 
 def kinds_webhook(objs: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -590,6 +599,8 @@ def test_no_wildcards(render: Render, mode: str) -> None:
 def test_least_privilege_per_role(render: Render) -> None:
     objs = render({}, namespace=NS)
     read = {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("get", "list", "watch")}
+    read |= {("resource.k8s.io", r, v) for r in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
+             for v in ("get", "list", "watch")}  # DRA inventory and the claims pods refer to
     assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == read
     assert grants(rules_of(objs, "ClusterRole", "vramgate-extender")) == read
     controller = grants(rules_of(objs, "ClusterRole", "vramgate-controller"))
@@ -599,7 +610,13 @@ def test_least_privilege_per_role(render: Render) -> None:
         | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
         | AUDIT_READS
         | {("wgpolicyk8s.io", "policyreports", v) for v in ("get", "list", "create", "update")}
+        | {("resource.k8s.io", r, v) for r in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
+           for v in ("get", "list", "watch")}
     )
+    dtr = grants(rules_of(render({"config": {"controller": {"device_taint_rules": True}}}, namespace=NS),
+                          "ClusterRole", "vramgate-controller"))
+    assert dtr - controller == {("resource.k8s.io", "devicetaintrules", v)
+                                for v in ("get", "list", "create", "update", "delete")}
     lease = rules_of(objs, "Role", "vramgate-controller-leader-election")
     assert one(objs, "Role", "vramgate-controller-leader-election")["metadata"]["namespace"] == NS
     assert grants(lease) == {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
@@ -652,6 +669,18 @@ def test_audit_rbac_reports_and_crd(render: Render, tmp_path: Path) -> None:
     crd = one(render({"reports": {"installCRDs": True, "kind": "openreports"}}, namespace=NS),
               "CustomResourceDefinition", "reports.openreports.io")
     assert crd["spec"]["versions"][0]["name"] == "v1alpha1"
+def test_claim_webhooks(render: Render) -> None:
+    hooks = claim_webhooks(render({}, namespace=NS))
+    assert [h["name"] for h in hooks] == ["mutate-claims.vramgate.io", "validate-claims.vramgate.io"]
+    for h in hooks:
+        assert h["rules"] == [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["*"], "operations": ["CREATE"],
+                               "resources": ["resourceclaimtemplates", "resourceclaims"], "scope": "Namespaced"}]
+        assert h["failurePolicy"] == "Ignore" and "vramgate.io/" in h["matchConditions"][0]["expression"]
+    assert hooks[0]["clientConfig"]["service"]["path"] == "/mutate"
+    assert claim_webhooks(render({"webhook": {"dra": {"enabled": False}}}, namespace=NS)) == []
+    # pods that ask for GPUs through claims reach the pod webhooks despite gpuWorkloadsOnly
+    m, _ = webhooks(render({}, namespace=NS))
+    assert "resourceClaims" in m["matchConditions"][0]["expression"]
 
 
 def test_eviction_only_with_remediation(render: Render) -> None:

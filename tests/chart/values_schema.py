@@ -161,6 +161,9 @@ def values_schema() -> Schema:
                     "ray": BOOL, "kubeflowTrainer": BOOL, "pytorchJob": BOOL, "jobSet": BOOL, "kubeai": BOOL,
                     "nimService": BOOL,
                 }, "The kinds LLMs ship in, judged per role by validate-kinds.vramgate.io."),
+                "dra": obj({"enabled": BOOL, "failurePolicy": FAILURE_POLICY},
+                           "ResourceClaimTemplates/ResourceClaims that declare a workload: judged and given a memory "
+                           "selector (validate-claims / mutate-claims.vramgate.io)."),
                 **component,
             }, "The admission webhook (mutating + validating)."),
             "scheduler": obj({

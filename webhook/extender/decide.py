@@ -20,7 +20,7 @@ import orjson
 from ..catalog import Catalog
 from ..config import Config, PlacementMode
 from ..demand import DeclarationError, read_demand
-from ..inventory import NodeGPUs, node_gpus
+from ..inventory import NodeGPUs, node_gpus, with_devices
 from ..metrics import Metrics
 from ..placement import Code, Need, fit, score
 from ..snapshot import ClassTable, Snapshot
@@ -91,7 +91,7 @@ class Extender:
         if view is None:  # pragma: no cover - kind is forced to Pod above
             return None
         try:
-            demand = read_demand(view, self.config, self.catalog)
+            demand = read_demand(view, self.config, self.catalog, dra=self.snapshot().dra)
         except DeclarationError as exc:
             log.warning("pod %s/%s: malformed GPU declaration, keeping every node (admission rejects it): %s",
                         view.namespace, view.name, exc)
@@ -177,6 +177,8 @@ class Extender:
             if cls is not None:
                 return known, cls, snap.free_gpus(name)
         node = known if known is not None and rv and snap.versions.get(name) == rv else node_gpus(item, self.config)
+        if node is not known and known is not None and known.dra:
+            node = with_devices(node, known.dra)  # the Node object says nothing of its DRA devices
         free: int | None = None
         if known is not None and snap.synced:
             used = known.allocatable - snap.free_gpus(name)

@@ -150,7 +150,7 @@ Everything else is none of vramgate's business, and kube-apiserver need not call
 {{- define "vramgate.celWantsGPU" -}}
 {{- $p := .path -}}{{- $r := .resource -}}
 {{- $c := printf "has(c.resources) && ((has(c.resources.limits) && '%s' in c.resources.limits) || (has(c.resources.requests) && '%s' in c.resources.requests))" $r $r -}}
-((has({{ $p }}.containers) && {{ $p }}.containers.exists(c, {{ $c }})) || (has({{ $p }}.initContainers) && {{ $p }}.initContainers.exists(c, {{ $c }})) || (has({{ $p }}.tolerations) && {{ $p }}.tolerations.exists(t, (has(t.key) && t.key == '{{ $r }}') || (!has(t.key) && has(t.operator) && t.operator == 'Exists'))))
+((has({{ $p }}.resourceClaims) && size({{ $p }}.resourceClaims) > 0) || (has({{ $p }}.containers) && {{ $p }}.containers.exists(c, {{ $c }})) || (has({{ $p }}.initContainers) && {{ $p }}.initContainers.exists(c, {{ $c }})) || (has({{ $p }}.tolerations) && {{ $p }}.tolerations.exists(t, (has(t.key) && t.key == '{{ $r }}') || (!has(t.key) && has(t.operator) && t.operator == 'Exists'))))
 {{- end }}
 
 {{/* matchConditions limiting both webhooks to GPU workloads (webhook.gpuWorkloadsOnly). */}}
@@ -387,4 +387,34 @@ spec:
 {{- end }}
 {{- end }}
 {{- toYaml $out }}
+{{- end }}
+
+{{/* DRA claim kinds: only those that declare a workload (a vramgate.io/* annotation, or on a template's claim metadata). */}}
+{{- define "vramgate.claimWebhook" -}}
+{{- $ctx := .ctx }}
+- name: {{ .name }}
+  admissionReviewVersions: ["v1"]
+  sideEffects: None
+  timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+  failurePolicy: {{ include "vramgate.failurePolicy" (dict "ctx" $ctx "policy" $ctx.Values.webhook.dra.failurePolicy) }}
+  matchPolicy: Equivalent
+  {{- if .reinvoke }}
+  reinvocationPolicy: IfNeeded
+  {{- end }}
+  clientConfig:
+    {{- include "vramgate.clientConfig" (dict "ctx" $ctx "path" .path) | nindent 4 }}
+  rules:
+    - apiGroups: ["resource.k8s.io"]
+      apiVersions: ["*"]
+      operations: ["CREATE"]
+      resources: ["resourceclaimtemplates", "resourceclaims"]
+      scope: Namespaced
+  {{- include "vramgate.webhookSelectors" $ctx | nindent 2 }}
+  matchConditions:
+    - name: declares-a-workload
+      expression: >-
+        (has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('vramgate.io/')))
+        || (request.kind.kind == 'ResourceClaimTemplate' && has(object.spec.metadata)
+        && has(object.spec.metadata.annotations)
+        && object.spec.metadata.annotations.exists(k, k.startsWith('vramgate.io/')))
 {{- end }}

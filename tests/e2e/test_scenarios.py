@@ -497,9 +497,11 @@ def test_mutation_ignore_admits_unmutated_pods_while_down(
     finally:
         gate.register()  # the chart's defaults again
     vwc = cluster.request("GET", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/vramgate")
-    # validate.vramgate.io Fails closed; validate-kinds.vramgate.io (webhook.extraKinds) Ignores by default.
+    # validate.vramgate.io Fails closed; validate-kinds.vramgate.io (webhook.extraKinds) and
+    # validate-claims.vramgate.io (webhook.dra) Ignore by default.
     assert [(w["name"], w["failurePolicy"]) for w in vwc["webhooks"]] == [
-        ("validate.vramgate.io", "Fail"), ("validate-kinds.vramgate.io", "Ignore")]
+        ("validate.vramgate.io", "Fail"), ("validate-kinds.vramgate.io", "Ignore"),
+        ("validate-claims.vramgate.io", "Ignore")]
 
 
 # ---------------------------------------------------------------------------------------------------------------

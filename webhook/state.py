@@ -8,7 +8,7 @@ from typing import Literal
 from .catalog import Catalog, builtin_catalog
 from .config import Config
 from .metrics import Metrics
-from .snapshot import InventorySource
+from .snapshot import FixedInventory, InventorySource
 
 Role = Literal["all", "webhook", "extender", "controller"]
 
@@ -27,6 +27,9 @@ class AppState:
     def __post_init__(self) -> None:
         if self.config.models:
             self.catalog = self.catalog.with_entries(self.config.models)
+        if isinstance(self.inventory, FixedInventory):
+            # No watch will ever publish a fixed inventory's gauges: set them once here.
+            self.metrics.observe_fixed_inventory(self.inventory.snapshot())
 
     @property
     def ready(self) -> bool:

@@ -115,6 +115,8 @@ class Server(_Section):
     # Then at most this long for in-flight requests to finish once the listener is closed.
     shutdown_timeout_seconds: float = Field(20.0, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # The read-only status page at / and /status (inventory, admissions, recent rejections, the fit planner).
+    status_page: bool = True
 
 
 class Extender(_Section):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -9,6 +10,7 @@ from .catalog import Catalog, builtin_catalog
 from .config import Config
 from .metrics import Metrics
 from .snapshot import FixedInventory, InventorySource
+from .status import Rejection, new_ring
 
 Role = Literal["all", "webhook", "extender", "controller"]
 
@@ -23,6 +25,8 @@ class AppState:
     catalog: Catalog = field(default_factory=builtin_catalog)
     metrics: Metrics = field(default_factory=Metrics)
     shutting_down: bool = False
+    # The last denied reviews (names and reason codes only), for the status page.
+    rejections: deque[Rejection] = field(default_factory=new_ring)
 
     def __post_init__(self) -> None:
         if self.config.models:

@@ -255,6 +255,16 @@ def values_schema() -> Schema:
                     "for": DURATION,
                 }),
             }),
+            "monitoring": obj({
+                "grafanaDashboard": obj({
+                    "enabled": BOOL,
+                    "label": {"type": "string", "minLength": 1},
+                    "labelValue": STRING,
+                    "namespace": STRING,
+                    "labels": STRING_MAP,
+                    "annotations": STRING_MAP,
+                }, "A ConfigMap of dashboards/vramgate.json for Grafana's dashboard sidecar."),
+            }),
             "networkPolicy": obj({
                 "enabled": BOOL,
                 "from": describe(OPEN_OBJECTS, "NetworkPolicyPeers allowed in; empty: any source."),

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .quantity import QuantityError, parse_gpu_memory_label
@@ -179,6 +179,21 @@ class Config(BaseSettings):
     controller: Controller = Field(default_factory=Controller)
     # Catalog additions, same schema as webhook/data/models.yaml entries.
     models: list[dict[str, Any]] = Field(default_factory=list)
+    # A YAML file of more entries (`models: [...]`, the chart's models ConfigMap): appended to `models` at
+    # start, and re-read every `models_reload_interval_seconds` while serving (webhook/models_file.py).
+    models_file: str | None = None
+    models_reload_interval_seconds: float = Field(10.0, gt=0)
+    # What load_config read: the entries written in this config, and the models file's bytes at start.
+    _inline_models: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _models_file_bytes: bytes = PrivateAttr(default=b"")
+
+    @property
+    def inline_models(self) -> list[dict[str, Any]]:
+        return self._inline_models
+
+    @property
+    def models_file_bytes(self) -> bytes:
+        return self._models_file_bytes
 
 
 class ConfigError(ValueError):
@@ -188,7 +203,7 @@ class ConfigError(ValueError):
 def load_config(path: str | Path | None) -> Config:
     """Load and validate a YAML config file; None gives the defaults (env overrides apply)."""
     if path is None:
-        return Config()
+        return with_models_file(Config())
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -196,6 +211,22 @@ def load_config(path: str | Path | None) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"config {path} must be a mapping")
     try:
-        return Config(**data)
+        config = Config(**data)
     except Exception as exc:  # pydantic.ValidationError: keep its readable text
         raise ConfigError(f"invalid config {path}: {exc}") from exc
+    return with_models_file(config)
+
+
+def with_models_file(config: Config) -> Config:
+    """Append the entries of ``config.models_file`` to ``config.models`` (ConfigError when they are bad)."""
+    from .models_file import ModelsFileError, read_models_file
+
+    config._inline_models = list(config.models)
+    if config.models_file:
+        try:
+            entries, raw = read_models_file(config.models_file)
+        except ModelsFileError as exc:
+            raise ConfigError(str(exc)) from exc
+        config.models = [*config.models, *entries]
+        config._models_file_bytes = raw
+    return config

@@ -115,6 +115,13 @@ def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig:
         if reloader is not None:
             tasks.append(asyncio.create_task(reloader.run(), name="tls-reload"))
         tasks.extend(_start_role_tasks(state, kubeconfig))
+        if state.config.models_file:
+            from .models_file import ModelsWatcher
+
+            watcher = ModelsWatcher(state, state.config.models_file, state.config.inline_models,
+                                    state.config.models_file_bytes, state.config.models_reload_interval_seconds)
+            app.state.vg_models = watcher
+            tasks.append(asyncio.create_task(watcher.run(), name="models-reload"))
         try:
             yield
         finally:

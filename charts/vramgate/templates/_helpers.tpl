@@ -190,6 +190,9 @@ matchConditions:
 {{- $_ := set $rem "enabled" .Values.controller.remediation.enabled }}
 {{- $_ := set $ctl "remediation" $rem }}
 {{- $_ := set $cfg "controller" $ctl }}
+{{- if not (hasKey $cfg "models_file") }}
+{{- $_ := set $cfg "models_file" "/etc/vramgate-models/models.yaml" }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -311,6 +314,9 @@ volumeMounts:
   - name: config
     mountPath: /etc/vramgate
     readOnly: true
+  - name: models
+    mountPath: /etc/vramgate-models
+    readOnly: true
   - name: certs
     mountPath: /certs
     readOnly: true
@@ -323,6 +329,9 @@ volumes:
   - name: config
     configMap:
       name: {{ include "vramgate.configMapName" . }}
+  - name: models
+    configMap:
+      name: {{ include "vramgate.fullname" . }}-models
   - name: certs
     secret:
       secretName: {{ include "vramgate.tlsSecretName" . }}

@@ -179,11 +179,15 @@ def fit_kind(req: EstimateRequest, kind: GPUKind, utilization: float) -> KindFit
     at = base.but(gpus=most)
     need = estimate(at).per_gpu_mib
     ctx_max = max_context(at, usable)
+    on = f"{most} GPU{'s' if most > 1 else ''}" + (
+        " (the most a node has)" if most == kind.max_per_node and kind.max_per_node > 1 else
+        " (a node has 1)" if kind.max_per_node == 1 else " (the most TP allows)")
     if ctx_max is not None:
-        reason = f"{req.context} tokens need {need / 1024:.1f} GiB per GPU on {most}; at most {ctx_max} tokens fit"
+        reason = (f"{req.context} tokens need {need / 1024:.1f} GiB per GPU on {on}; "
+                  f"at most {ctx_max} tokens fit")
     else:
-        reason = (f"needs {estimate(at.but(context=1)).per_gpu_mib / 1024:.1f} GiB per GPU on {most} "
-                  f"GPU{'s' if most > 1 else ''} before any KV cache; {usable / 1024:.1f} GiB usable")
+        reason = (f"needs {estimate(at.but(context=1)).per_gpu_mib / 1024:.1f} GiB per GPU on {on} "
+                  f"before any KV cache; {usable / 1024:.1f} GiB usable")
     return KindFit(kind, False, None, need, usable, ctx_max, None, None, "", reason)
 
 

@@ -130,3 +130,19 @@ def test_bad_input_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], arg
     code, out, err = run(capsys, "fit", *argv)
     assert code == 2 and out == ""
     assert err.startswith("vramgate fit: ") and message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/fit.md"])
+def test_documented_outputs_are_real_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                         doc: str) -> None:
+    """Every `$ vramgate fit …` block in the docs is what the command prints now."""
+    import re
+    import shlex
+
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / doc).read_text()
+    blocks = re.findall(r"```\n\$ vramgate (fit [^\n]*)\n(.*?)```", text, flags=re.S)
+    assert blocks
+    for argv, shown in blocks:
+        code, out, _ = run(capsys, *shlex.split(argv))
+        assert code == 0 and out == shown, f"{doc}: `vramgate {argv}` prints something else now"

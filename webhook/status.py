@@ -49,7 +49,7 @@ _STYLE = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em;color:#1b1f23;background:#fff}
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .4em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.3em 0}th,td{padding:.25em .7em;border-bottom:1px solid #eee;text-align:left;
-vertical-align:top}th{background:#f6f8fa;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
+vertical-align:top}th{background:#f6f8fa;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .healthy{color:#1a7f37}.degraded{color:#9a6700}.unhealthy{color:#cf222e;font-weight:600}.muted{color:#57606a}
 form input,form select{margin-right:.6em}code{background:#f6f8fa;padding:0 .3em}
 """
@@ -177,4 +177,4 @@ def render_fit(state: AppState, model: str, context: str, engine: str) -> str:
     head = (f"<p id=fit-summary>{escape(name)}: {req.params / 1e9:.3g}B parameters, {escape(req.precision)}, "
             f"{escape(result.engine)}, context {req.context}, {util:g} of each GPU usable</p>")
     return head + _table(("GPU", "VRAM", "fits", "GPUs", "per GPU", "max context", f"seqs@{req.context}",
-                          "flags"), rows, frozenset({3, 5, 6}), "fit")
+                          "flags"), rows, frozenset({1, 3, 4, 5, 6}), "fit")

@@ -84,6 +84,10 @@ class Admission(_Section):
     """Admission webhook behaviour."""
 
     default_enforcement: Enforcement = "enforce"
+    # vramgate_workload_placeable_replicas: how many admitted GPU workloads to track (the metric's series), and
+    # how long one is kept after its last admission.
+    placeable_workloads_max: int = Field(100, ge=0)
+    placeable_ttl_seconds: float = Field(7 * 24 * 3600, gt=0)
     excluded_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
     tiers: dict[str, str] = Field(
         default_factory=lambda: {"production": "gpu-production-priority", "batch": "gpu-batch-priority"}

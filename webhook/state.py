@@ -9,6 +9,7 @@ from typing import Literal
 from .catalog import Catalog, builtin_catalog
 from .config import Config
 from .metrics import Metrics
+from .placeable import PlaceableWorkloads
 from .snapshot import FixedInventory, InventorySource
 from .status import Rejection, new_ring
 
@@ -27,8 +28,11 @@ class AppState:
     shutting_down: bool = False
     # The last denied reviews (names and reason codes only), for the status page.
     rejections: deque[Rejection] = field(default_factory=new_ring)
+    placeable: PlaceableWorkloads = field(init=False)
 
     def __post_init__(self) -> None:
+        self.placeable = PlaceableWorkloads(self)
+        self.metrics.registry.register(self.placeable)
         if self.config.models:
             self.catalog = self.catalog.with_entries(self.config.models)
         if isinstance(self.inventory, FixedInventory):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
@@ -70,6 +71,8 @@ class Metrics:
             "vramgate_controller_evictions", "Evictions of pods from failed GPUs", ["result"], registry=r,
         )
         self.is_leader = Gauge("vramgate_controller_leader", "1 while this replica leads the controller", registry=r)
+        # vramgate_workload_placeable_replicas, registered by the AppState that owns the figures (webhook/placeable.py).
+        self.placeable_collector: Collector | None = None
 
     def observe_fixed_inventory(self, snapshot: Snapshot) -> None:
         """Set the inventory gauges from a fixed inventory (``--nodes FILE``), which no watch ever updates.

@@ -32,7 +32,11 @@ class AppState:
 
     def __post_init__(self) -> None:
         self.placeable = PlaceableWorkloads(self)
+        previous = getattr(self.metrics, "placeable_collector", None)
+        if previous is not None:  # a Metrics shared with an earlier instance: this state's figures replace it
+            self.metrics.registry.unregister(previous)
         self.metrics.registry.register(self.placeable)
+        self.metrics.placeable_collector = self.placeable
         if self.config.models:
             self.catalog = self.catalog.with_entries(self.config.models)
         if isinstance(self.inventory, FixedInventory):

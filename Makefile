@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup serve test unit e2e e2e-bin lint bench chart clean
+.PHONY: all setup serve test unit e2e e2e-bin lint bench chart clean browser screenshots
 
 all: test
 
@@ -40,6 +40,15 @@ e2e: $(STAMP) e2e-bin chart
 lint: $(STAMP)
 	$(BIN)/ruff check webhook tests bench
 	$(BIN)/mypy
+
+## browser: Debian's Chromium and its driver for the status page's browser test (as root; CI runs it)
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; }
+
+## screenshots: regenerate docs/status-page*.png from the browser test
+screenshots: $(STAMP) browser
+	VRAMGATE_SCREENSHOTS_DIR=docs $(BIN)/pytest tests/admission/test_status_browser.py -q
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

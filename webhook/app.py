@@ -6,7 +6,8 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from .cluster.dra import Device
 from .state import AppState
@@ -64,6 +65,27 @@ def create_app(state: AppState) -> FastAPI:
             for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)
         ]
         return _json({"synced": snap.synced, "revision": snap.revision, "nodes": nodes})
+
+    @app.get("/")
+    @app.get("/status")
+    async def status_page(request: Request) -> Response:
+        """The read-only status page (``server.status_page``); ``?model=…`` adds the fit planner's table."""
+        from . import status
+
+        if not state.config.server.status_page:
+            return Response("status page disabled (server.status_page: false)\n", status_code=404,
+                            media_type="text/plain; charset=utf-8")
+        q = request.query_params
+        form = {k: q.get(k, "")[: status.MAX_MODEL_CHARS] for k in ("model", "context", "engine")}
+        fit_html = ""
+        if form["model"].strip():
+            # Seconds of engine-model arithmetic: off the event loop, so reviews keep being answered.
+            fit_html = await run_in_threadpool(status.render_fit, state, form["model"].strip(),
+                                               form["context"].strip(), form["engine"] or "vllm")
+        page = status.render(state, fit_html, form)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store",
+                                           "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                                           "form-action 'self'"})
 
     if state.serves("webhook"):
         from .admission.routes import router as admission_router

@@ -314,6 +314,30 @@ def cmd_models(args: argparse.Namespace, config: Config) -> int:
     return _models_import(args.path, args.name)
 
 
+def cmd_fit(args: argparse.Namespace, config: Config) -> int:
+    from . import fit
+
+    try:
+        req, util, name = fit.request_for(
+            _catalog(config), args.model, config, engine=args.engine, engine_version=args.engine_version,
+            precision=args.precision, context=args.context, kv_cache_dtype=args.kv_cache_dtype,
+            utilization=args.gpu_memory_utilization)
+    except fit.FitError as exc:
+        raise UsageError(str(exc)) from None
+    if args.nodes or args.kubeconfig:
+        snapshot = _snapshot(args, config)
+        kinds = fit.kinds_of(snapshot.nodes.values(), dict(snapshot.free))
+        where = f"inventory {args.nodes or 'from the cluster'}"
+    else:
+        kinds, where = fit.common_kinds(), "built-in list of common GPUs, 8 per node"
+    result = fit.plan(req, kinds, util, name, where)
+    if args.output == "json":
+        print(json.dumps(fit.render_json(result), indent=2))
+    else:
+        print(fit.render_table(result))
+    return EXIT_OK
+
+
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     from .server import serve
 
@@ -387,6 +411,21 @@ def build_parser() -> argparse.ArgumentParser:
     nodes = sub.add_parser("nodes", help="table of GPU nodes: product, count, VRAM, free GPUs, driver, health")
     _inventory_args(nodes)
     nodes.set_defaults(func=cmd_nodes)
+
+    fitp = sub.add_parser("fit", help="where a model fits: per GPU kind, the fewest GPUs, the largest context, "
+                          "the concurrency, the launch flags")
+    fitp.add_argument("--model", required=True, help="catalog name, hub id, quantized repo or Ollama tag")
+    fitp.add_argument("--engine", default="vllm", help="serving engine: vllm (default), sglang, tgi, llama.cpp, "
+                      "ollama, nim")
+    fitp.add_argument("--engine-version", help="engine release, e.g. 0.8.5 (default: the newest modelled)")
+    fitp.add_argument("--precision", help=f"weight precision: {PRECISIONS_ACCEPTED} (default: the model's dtype)")
+    fitp.add_argument("--kv-cache-dtype", help="KV cache dtype when it differs from the weights, e.g. fp8")
+    fitp.add_argument("--context", help="tokens per sequence (default: the model's full context, as vLLM does)")
+    fitp.add_argument("--gpu-memory-utilization", help="share of each GPU the engine may use "
+                      "(default: as admission assumes, 0.9 for vLLM)")
+    fitp.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    _inventory_args(fitp)
+    fitp.set_defaults(func=cmd_fit)
 
     models = sub.add_parser("models", help="the model catalog: list, show an entry, import a config.json")
     models_sub = models.add_subparsers(dest="models_command", required=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .quantity import QuantityError, parse_gpu_memory_label
@@ -86,6 +86,10 @@ class Admission(_Section):
     """Admission webhook behaviour."""
 
     default_enforcement: Enforcement = "enforce"
+    # vramgate_workload_placeable_replicas: how many admitted GPU workloads to track (the metric's series), and
+    # how long one is kept after its last admission.
+    placeable_workloads_max: int = Field(100, ge=0)
+    placeable_ttl_seconds: float = Field(7 * 24 * 3600, gt=0)
     excluded_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
     tiers: dict[str, str] = Field(
         default_factory=lambda: {"production": "gpu-production-priority", "batch": "gpu-batch-priority"}
@@ -117,6 +121,8 @@ class Server(_Section):
     # Then at most this long for in-flight requests to finish once the listener is closed.
     shutdown_timeout_seconds: float = Field(20.0, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # The read-only status page at / and /status (inventory, admissions, recent rejections, the fit planner).
+    status_page: bool = True
 
 
 class Extender(_Section):
@@ -201,6 +207,21 @@ class Config(BaseSettings):
     audit: Audit = Field(default_factory=Audit)
     # Catalog additions, same schema as webhook/data/models.yaml entries.
     models: list[dict[str, Any]] = Field(default_factory=list)
+    # A YAML file of more entries (`models: [...]`, the chart's models ConfigMap): appended to `models` at
+    # start, and re-read every `models_reload_interval_seconds` while serving (webhook/models_file.py).
+    models_file: str | None = None
+    models_reload_interval_seconds: float = Field(10.0, gt=0)
+    # What load_config read: the entries written in this config, and the models file's bytes at start.
+    _inline_models: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _models_file_bytes: bytes = PrivateAttr(default=b"")
+
+    @property
+    def inline_models(self) -> list[dict[str, Any]]:
+        return self._inline_models
+
+    @property
+    def models_file_bytes(self) -> bytes:
+        return self._models_file_bytes
 
 
 class ConfigError(ValueError):
@@ -210,7 +231,7 @@ class ConfigError(ValueError):
 def load_config(path: str | Path | None) -> Config:
     """Load and validate a YAML config file; None gives the defaults (env overrides apply)."""
     if path is None:
-        return Config()
+        return with_models_file(Config())
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -218,6 +239,22 @@ def load_config(path: str | Path | None) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"config {path} must be a mapping")
     try:
-        return Config(**data)
+        config = Config(**data)
     except Exception as exc:  # pydantic.ValidationError: keep its readable text
         raise ConfigError(f"invalid config {path}: {exc}") from exc
+    return with_models_file(config)
+
+
+def with_models_file(config: Config) -> Config:
+    """Append the entries of ``config.models_file`` to ``config.models`` (ConfigError when they are bad)."""
+    from .models_file import ModelsFileError, read_models_file
+
+    config._inline_models = list(config.models)
+    if config.models_file:
+        try:
+            entries, raw = read_models_file(config.models_file)
+        except ModelsFileError as exc:
+            raise ConfigError(str(exc)) from exc
+        config.models = [*config.models, *entries]
+        config._models_file_bytes = raw
+    return config

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
+
+HEALTH_STATES = ("healthy", "degraded", "unhealthy")
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -63,7 +71,6 @@ class Metrics:
             "vramgate_controller_evictions", "Evictions of pods from failed GPUs", ["result"], registry=r,
         )
         self.is_leader = Gauge("vramgate_controller_leader", "1 while this replica leads the controller", registry=r)
-
         self.audit_workloads = Gauge(
             "vramgate_audit_workloads", "GPU workloads by the last audit's verdict", ["result"], registry=r,
         )
@@ -78,6 +85,26 @@ class Metrics:
         self.audit_report_writes = Counter(
             "vramgate_audit_report_writes", "Report writes by the audit", ["action"], registry=r,
         )
+        # vramgate_workload_placeable_replicas, registered by the AppState that owns the figures (webhook/placeable.py).
+        self.placeable_collector: Collector | None = None
+
+    def observe_fixed_inventory(self, snapshot: Snapshot) -> None:
+        """Set the inventory gauges from a fixed inventory (``--nodes FILE``), which no watch ever updates.
+
+        The same figures the live watch and the health controller publish: GPU nodes, nodes per
+        health state, GPUs per node by state; the staleness is 0 (a file is as fresh as it gets).
+        """
+        gpu = snapshot.gpu_nodes()
+        self.inventory_nodes.set(len(gpu))
+        self.inventory_staleness.set(0)
+        counts = dict.fromkeys(HEALTH_STATES, 0)
+        for n in gpu:
+            counts[n.health] = counts.get(n.health, 0) + 1
+            self.node_gpus.labels(node=n.name, state="healthy").set(n.allocatable)
+            self.node_gpus.labels(node=n.name, state="unhealthy").set(n.unhealthy_gpus)
+        for health, count in counts.items():
+            self.nodes_by_health.labels(health=health).set(count)
+
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

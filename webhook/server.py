@@ -37,6 +37,8 @@ from .tls import CertReloader
 log = logging.getLogger("vramgate.server")
 
 DEV_SERVICE = "vramgate"
+# `serve --dev`: in-flight requests get this long at shutdown (production: server.shutdownTimeoutSeconds).
+DEV_GRACEFUL_TIMEOUT_S = 1.0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -114,6 +116,13 @@ def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig:
         if reloader is not None:
             tasks.append(asyncio.create_task(reloader.run(), name="tls-reload"))
         tasks.extend(_start_role_tasks(state, kubeconfig))
+        if state.config.models_file:
+            from .models_file import ModelsWatcher
+
+            watcher = ModelsWatcher(state, state.config.models_file, state.config.inline_models,
+                                    state.config.models_file_bytes, state.config.models_reload_interval_seconds)
+            app.state.vg_models = watcher
+            tasks.append(asyncio.create_task(watcher.run(), name="models-reload"))
         try:
             yield
         finally:
@@ -163,9 +172,17 @@ class GracefulServer(uvicorn.Server):
 
 
 def make_server(
-    state: AppState, reloader: CertReloader, host: str, port: int, kubeconfig: str | None = None, **kwargs: Any
+    state: AppState, reloader: CertReloader, host: str, port: int, kubeconfig: str | None = None, *,
+    dev: bool = False, **kwargs: Any
 ) -> GracefulServer:
-    """The uvicorn server for an instance (uvloop and httptools when installed)."""
+    """The uvicorn server for an instance (uvloop and httptools when installed).
+
+    ``dev`` (``serve --dev``): no drain delay and a short graceful timeout, so Ctrl-C (or a SIGTERM from
+    a process manager) on a laptop stops at once; no endpoints are there to drop the pod first. A
+    config file that sets ``server.shutdown_delay_seconds`` keeps its drain (and timeout) in dev too.
+    """
+    fast = dev and "shutdown_delay_seconds" not in state.config.server.model_fields_set
+    graceful = state.config.server.shutdown_timeout_seconds
     config = _TLSConfig(
         build_app(state, reloader, kubeconfig),
         reloader,
@@ -175,10 +192,10 @@ def make_server(
         log_config=None,
         access_log=False,
         server_header=False,
-        timeout_graceful_shutdown=state.config.server.shutdown_timeout_seconds,
+        timeout_graceful_shutdown=min(graceful, DEV_GRACEFUL_TIMEOUT_S) if fast else graceful,
         **kwargs,
     )
-    return GracefulServer(config, state, state.config.server.shutdown_delay_seconds)
+    return GracefulServer(config, state, 0.0 if fast else state.config.server.shutdown_delay_seconds)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -223,7 +240,8 @@ def serve(args: argparse.Namespace, config: Config) -> int:
     metrics = Metrics()
     inventory = build_inventory(args, config, metrics)
     state = AppState(config, inventory, role=args.role, metrics=metrics)
-    server = make_server(state, reloader, args.host, args.port, getattr(args, "kubeconfig", None))
+    server = make_server(state, reloader, args.host, args.port, getattr(args, "kubeconfig", None),
+                         dev=bool(getattr(args, "dev", False)))
     handled = (signal.SIGTERM, signal.SIGINT)
     previous = {sig: signal.signal(sig, _ignore) for sig in handled}
     _tune_gc()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .catalog import Catalog, builtin_catalog
 from .config import Config
 from .metrics import Metrics
-from .snapshot import InventorySource
+from .placeable import PlaceableWorkloads
+from .snapshot import FixedInventory, InventorySource
+from .status import Rejection, new_ring
 
 Role = Literal["all", "webhook", "extender", "controller"]
 
@@ -23,10 +26,22 @@ class AppState:
     catalog: Catalog = field(default_factory=builtin_catalog)
     metrics: Metrics = field(default_factory=Metrics)
     shutting_down: bool = False
+    # The last denied reviews (names and reason codes only), for the status page.
+    rejections: deque[Rejection] = field(default_factory=new_ring)
+    placeable: PlaceableWorkloads = field(init=False)
 
     def __post_init__(self) -> None:
+        self.placeable = PlaceableWorkloads(self)
+        previous = getattr(self.metrics, "placeable_collector", None)
+        if previous is not None:  # a Metrics shared with an earlier instance: this state's figures replace it
+            self.metrics.registry.unregister(previous)
+        self.metrics.registry.register(self.placeable)
+        self.metrics.placeable_collector = self.placeable
         if self.config.models:
             self.catalog = self.catalog.with_entries(self.config.models)
+        if isinstance(self.inventory, FixedInventory):
+            # No watch will ever publish a fixed inventory's gauges: set them once here.
+            self.metrics.observe_fixed_inventory(self.inventory.snapshot())
 
     @property
     def ready(self) -> bool:

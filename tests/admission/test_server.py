@@ -131,3 +131,31 @@ def test_serve_without_certs_exits_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "certs/tls.crt" in proc.stderr and "--dev" in proc.stderr
+
+
+def test_serve_dev_stops_at_once_and_sets_inventory_gauges(tmp_path: Path) -> None:
+    """`serve --dev` has no drain delay (production: 5 s); a fixed inventory's gauges are set from the start."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(VRAMGATE), "serve", "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
+         "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
+        ctx = client_context(tmp_path / "certs" / "ca.crt")
+        status, _, data = request(port, ctx, path="/metrics")
+        text = data.decode()
+        assert status == 200
+        assert "vramgate_inventory_nodes 8.0" in text
+        assert 'vramgate_nodes_by_health{health="healthy"} 6.0' in text
+        assert 'vramgate_nodes_by_health{health="unhealthy"} 1.0' in text
+        assert 'vramgate_node_gpus{node="gpu-a100-80-1",state="healthy"}' in text
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        assert time.monotonic() - start < 4.0  # well under the 5 s production drain
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)

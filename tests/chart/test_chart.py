@@ -37,6 +37,7 @@ ALL_ON: dict[str, Any] = {
     "controller": {"remediation": {"enabled": True}},
     "scheduler": {"extender": {"verifyTLS": True}},
     "webhook": {"excludedNamespaces": ["gpu-operator"]},
+    "monitoring": {"grafanaDashboard": {"enabled": True}},
 }
 MODES: dict[str, dict[str, Any]] = {
     "selfSigned": {},

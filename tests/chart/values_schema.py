@@ -129,6 +129,29 @@ def config_schema() -> Schema:
     return out
 
 
+def model_entry() -> Schema:
+    """One catalog entry (webhook.catalog.ModelSpec, as in webhook/data/models.yaml), closed."""
+    import dataclasses
+
+    sys.path.insert(0, str(ROOT))
+    from webhook.catalog import ModelSpec
+
+    kinds = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+    props: dict[str, Schema] = {}
+    for f in dataclasses.fields(ModelSpec):
+        text = str(f.type)
+        if text.startswith("tuple"):
+            prop: Schema = {"type": "array", "items": STRING}
+        else:
+            base = text.split(" | ")[0]
+            prop = {"type": [kinds[base], "null"] if "None" in text else kinds[base]}
+            if base == "float":
+                prop["type"] = ["number", "string", "null"] if "None" in text else ["number", "string"]
+        props[f.name] = prop
+    return obj(props, "A catalog entry: the schema of webhook/data/models.yaml (docs/models.md).",
+               required=["name", "params", "layers", "hidden_size", "heads", "vocab_size", "context"])
+
+
 def values_schema() -> Schema:
     component = placement()
     return {
@@ -263,6 +286,18 @@ def values_schema() -> Schema:
                     "temperatureCelsius": {"type": "number", "exclusiveMinimum": 0},
                     "for": DURATION,
                 }),
+            }),
+            "models": describe({"type": "array", "items": model_entry()},
+                               "Extra catalog entries, mounted as a ConfigMap the service reloads on change."),
+            "monitoring": obj({
+                "grafanaDashboard": obj({
+                    "enabled": BOOL,
+                    "label": {"type": "string", "minLength": 1},
+                    "labelValue": STRING,
+                    "namespace": STRING,
+                    "labels": STRING_MAP,
+                    "annotations": STRING_MAP,
+                }, "A ConfigMap of dashboards/vramgate.json for Grafana's dashboard sidecar."),
             }),
             "networkPolicy": obj({
                 "enabled": BOOL,

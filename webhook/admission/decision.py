@@ -14,8 +14,9 @@ from ..config import Enforcement
 from ..declaration import ANNOTATION_PREFIX
 from ..kinds import CUSTOM_KINDS
 from ..mutation import OUTPUT_ANNOTATIONS, mutation
+from ..placement import Need
 from ..state import AppState
-from ..verdict import judge
+from ..verdict import Judgement, judge
 from ..workload import TEMPLATE_PATHS, WorkloadError, pod_view
 from .review import AdmissionRequest
 
@@ -142,6 +143,8 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
         judgement = judge(obj, snapshot, config, state.catalog,
                           namespace=namespace or None, enforcement=enforcement)
         if webhook == "validate":
+            if judgement.allowed and judgement.demand is not None and obj.get("kind") != "Pod":
+                _remember(state, judgement, namespace)
             return Answer(judgement.allowed, judgement.code, judgement.message, judgement.warnings)
         if not judgement.allowed:
             return Answer(True, judgement.code)  # /validate denies; mutation stays out of the way
@@ -150,6 +153,14 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
     except Exception:
         log.exception("admission decision failed", extra={"fields": {"uid": req["uid"], "webhook": webhook}})
         return failure_answer(state, webhook)
+
+
+def _remember(state: AppState, judgement: Judgement, namespace: str) -> None:
+    """An admitted GPU workload (not a Pod): its need feeds vramgate_workload_placeable_replicas."""
+    demand = judgement.demand
+    if demand is None or demand.gpus <= 0 or demand.min_per_gpu_mib is None or judgement.view is None:
+        return
+    state.placeable.record(namespace or judgement.view.namespace or "", judgement.view.ref, Need.of(demand))
 
 
 def unsynced_answer(state: AppState, webhook: Webhook) -> Answer:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from ..bodies import BadContentLength, BodyTooLarge, read_limited
 from ..logs import info_fast
 from ..state import AppState
+from ..status import Rejection
 from ..workload import WORKLOAD_KINDS
 from .decision import Answer, Webhook, decide, failure_answer
 from .review import BadReview, parse_review, render
@@ -63,6 +64,8 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     kind = gvk_kind if gvk_kind in WORKLOAD_KINDS else "other"
     verdict = _verdict(answer)
     metrics.admission_requests.labels(req["operation"], kind, verdict, answer.reason).inc()
+    if not answer.allowed:
+        state.rejections.append(_rejection(req, webhook, answer))
     metrics.admission_duration.labels(webhook).observe(elapsed)
     if log.isEnabledFor(logging.INFO):
         info_fast(log, "review", _fields(req, webhook, verdict, answer, elapsed))
@@ -87,6 +90,15 @@ def _fields(req: Any, webhook: str, verdict: str, answer: Answer, elapsed: float
         "warnings": len(answer.warnings),
         "duration_ms": round(elapsed * 1000, 3),
     }
+
+
+def _rejection(req: Any, webhook: str, answer: Answer) -> Rejection:
+    obj = req.get("object") or req.get("oldObject") or {}
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    return Rejection(time.time(), webhook, str(req["kind"]["kind"]),
+                     str(req.get("namespace") or meta.get("namespace") or ""),
+                     str(req.get("name") or meta.get("name") or meta.get("generateName") or ""), str(answer.reason))
 
 
 async def validate(request: Request) -> Response:

@@ -63,6 +63,12 @@ class Extender:
         self._demands: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
 
+    def use_catalog(self, catalog: Catalog) -> None:
+        """Judge with a new catalog from now on (a reloaded models file); forget needs read with the old one."""
+        with self._lock:
+            self.catalog = catalog
+            self._demands.clear()
+
     # ---- the pod ---------------------------------------------------------------------------
 
     def pod_need(self, pod: dict[str, Any]) -> PodNeed | None:

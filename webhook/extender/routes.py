@@ -32,6 +32,8 @@ def extender_of(request: Request) -> tuple[AppState, Extender]:
         inventory = state.inventory
         ext = Extender(state.config, state.catalog, lambda: inventory.snapshot(), state.metrics)
         app_state.vg_extender = ext
+    elif ext.catalog is not state.catalog:  # the models file was reloaded
+        ext.use_catalog(state.catalog)
     return state, ext
 
 

@@ -201,6 +201,9 @@ matchConditions:
 {{- $_ := set $aud "enabled" $auditOn }}
 {{- $_ := set $aud "reports" .Values.reports.kind }}
 {{- $_ := set $cfg "audit" $aud }}
+{{- if not (hasKey $cfg "models_file") }}
+{{- $_ := set $cfg "models_file" "/etc/vramgate-models/models.yaml" }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -322,6 +325,9 @@ volumeMounts:
   - name: config
     mountPath: /etc/vramgate
     readOnly: true
+  - name: models
+    mountPath: /etc/vramgate-models
+    readOnly: true
   - name: certs
     mountPath: /certs
     readOnly: true
@@ -334,6 +340,9 @@ volumes:
   - name: config
     configMap:
       name: {{ include "vramgate.configMapName" . }}
+  - name: models
+    configMap:
+      name: {{ include "vramgate.fullname" . }}-models
   - name: certs
     secret:
       secretName: {{ include "vramgate.tlsSecretName" . }}

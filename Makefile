@@ -21,7 +21,7 @@ serve: $(STAMP)
 	$(BIN)/vramgate serve --dev --nodes examples/cluster.yaml --port 8443
 
 ## test: the whole suite — unit, HTTP, chart and end-to-end (builds the control plane on first run)
-test: $(STAMP) e2e-bin chart
+test: $(STAMP) e2e-bin chart browser
 	$(BIN)/pytest tests -q
 
 unit: $(STAMP)

@@ -80,10 +80,10 @@ class Api:
 
 
 def paced(api: Api, objects: Iterable[tuple[str, dict[str, Any]]], rate: float,
-          threads: int = 4) -> list[tuple[str, float, float]]:
-    """POST ``(path, object)`` pairs at ``rate`` a second (open loop, so a slow server cannot slow the
-    offered load); returns ``(name, send time, latency seconds)`` for each."""
-    out: list[tuple[str, float, float]] = []
+          threads: int = 4) -> list[tuple[str, str, float, float]]:
+    """POST ``(path, object)`` pairs at ``rate`` a second (open loop while a thread is free); returns
+    ``(path, name, send time, latency seconds)`` for each."""
+    out: list[tuple[str, str, float, float]] = []
     lock = threading.Lock()
 
     def one(path: str, obj: dict[str, Any], due: float) -> None:
@@ -95,7 +95,7 @@ def paced(api: Api, objects: Iterable[tuple[str, dict[str, Any]]], rate: float,
         if status not in (200, 201):
             raise RuntimeError(f"create {obj['metadata']['name']}: {status} {body}")
         with lock:
-            out.append((obj["metadata"]["name"], sent, took))
+            out.append((path, obj["metadata"]["name"], sent, took))
 
     start = time.perf_counter() + 0.2
     with ThreadPoolExecutor(threads) as pool:
@@ -121,6 +121,8 @@ class PodWatch:
     _thread: threading.Thread | None = None
     _conn: http.client.HTTPSConnection | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
+    error: str | None = None
+    restarts: int = 0
 
     def start(self) -> PodWatch:
         self._thread = threading.Thread(target=self._run, daemon=True, name="bench-pod-watch")
@@ -130,42 +132,66 @@ class PodWatch:
         return self
 
     def _run(self) -> None:
-        q = urllib.parse.urlencode({"watch": "1", "labelSelector": self.selector, "allowWatchBookmarks": "false"})
+        rv = ""
+        while not self._stop.is_set():
+            try:
+                rv = self._stream(rv)
+            except Exception as exc:  # a dropped stream: resume from the last resourceVersion
+                if self._stop.is_set():
+                    return
+                self.restarts += 1
+                if self.restarts > 20:
+                    self.error = f"{type(exc).__name__}: {exc}"
+                    self._ready.set()
+                    return
+                time.sleep(0.2)
+
+    def _stream(self, rv: str) -> str:
+        params = {"watch": "1", "labelSelector": self.selector, "allowWatchBookmarks": "true"}
+        if rv:
+            params["resourceVersion"] = rv
         self._conn = http.client.HTTPSConnection("127.0.0.1", self.api_port, timeout=None, context=self.ctx)
-        self._conn.request("GET", f"/api/v1/namespaces/{self.namespace}/pods?{q}",
+        self._conn.request("GET", f"/api/v1/namespaces/{self.namespace}/pods?{urllib.parse.urlencode(params)}",
                            headers={"Accept": "application/json"})
         r = self._conn.getresponse()
+        if r.status != 200:
+            raise RuntimeError(f"watch answered {r.status}")
         self._ready.set()
-        with contextlib.suppress(OSError, ValueError, http.client.HTTPException):
-            while not self._stop.is_set():
-                line = r.readline()
-                if not line:
-                    break
-                now = time.perf_counter()
-                ev = json.loads(line)
-                pod = ev.get("object") or {}
-                name = pod.get("metadata", {}).get("name")
-                if not name or ev.get("type") == "DELETED":
-                    continue
-                node = pod.get("spec", {}).get("nodeName")
-                if node and name not in self.bound:
-                    self.bound[name] = now
-                    self.node[name] = node
-                elif not node and name not in self.unschedulable:
-                    for c in pod.get("status", {}).get("conditions") or []:
-                        if c.get("type") == "PodScheduled" and c.get("status") == "False":
-                            self.unschedulable[name] = now
+        while not self._stop.is_set():
+            line = r.readline()
+            if not line:
+                raise EOFError("watch ended by the server")
+            now = time.perf_counter()
+            ev = json.loads(line)
+            pod = ev.get("object") or {}
+            rv = pod.get("metadata", {}).get("resourceVersion") or rv
+            if ev.get("type") == "ERROR":
+                raise RuntimeError(f"watch error {pod}")
+            name = pod.get("metadata", {}).get("name")
+            if not name or ev.get("type") in ("DELETED", "BOOKMARK"):
+                continue
+            node = pod.get("spec", {}).get("nodeName")
+            if node and name not in self.bound:
+                self.bound[name] = now
+                self.node[name] = node
+            elif not node and name not in self.unschedulable:
+                for c in pod.get("status", {}).get("conditions") or []:
+                    if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                        self.unschedulable[name] = now
+        return rv
 
     def settled(self, names: Iterable[str]) -> bool:
+        if self.error:
+            raise RuntimeError(f"pod watch failed: {self.error}")
         return all(n in self.bound or n in self.unschedulable for n in names)
 
     def stop(self) -> None:
         self._stop.set()
         if self._conn is not None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(Exception):
                 if self._conn.sock is not None:
                     self._conn.sock.shutdown(2)
-            self._conn.close()
+                self._conn.close()
 
 
 def percentile(values: Sequence[float], q: float) -> float:

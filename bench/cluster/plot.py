@@ -36,8 +36,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax2.plot(xs, [r["p50_ms"] for r in rows], marker=".", linestyle=":", color=ax2.lines[-1].get_color())
     ax1.set(title="Scheduling throughput (backlog)", xlabel="KWOK nodes", ylabel="pods bound / s")
     ax1.set_ylim(bottom=0)
-    ax2.set(title="Create → bind latency (paced; dotted: p50)", xlabel="KWOK nodes", ylabel="ms")
-    ax2.set_ylim(bottom=0)
+    ax2.set(title="Create → bind latency (paced; dotted: p50)", xlabel="KWOK nodes", ylabel="ms (log)")
+    ax2.set_yscale("log")
     adm = results["admission"]
     for kind in ("Pod", "Deployment"):
         for on in (False, True):
@@ -45,8 +45,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
             if rows:
                 ax3.plot([a["nodes"] for a in rows], [a["p99_ms"] for a in rows], marker="o",
                          linestyle="-" if on else "--", label=f"{kind}, webhooks {'on' if on else 'off'}")
-    ax3.set(title="API server create latency p99", xlabel="KWOK nodes", ylabel="ms")
-    ax3.set_ylim(bottom=0)
+    ax3.set(title="API server create latency p99", xlabel="KWOK nodes", ylabel="ms (log)")
+    ax3.set_yscale("log")
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

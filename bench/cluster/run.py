@@ -28,10 +28,12 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,15 @@ SCHEDULER_QPS = 5000
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def until(what: str, ready: Callable[[], bool], timeout: float, interval: float = 0.5) -> None:
+    """Poll ``ready()`` until true; its exceptions propagate (unlike the harness's wait_for)."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------- processes
@@ -118,6 +129,7 @@ class SchedResult:
     ext_filter_ms: float = float("nan")
     ext_prioritize_ms: float = float("nan")
     ext_calls: int = 0
+    load: float = float("nan")
 
 
 @dataclass
@@ -129,6 +141,9 @@ class AdmissionResult:
     p50_ms: float
     p99_ms: float
     mean_ms: float
+    review_ms: float = float("nan")  # vramgate's own mean time per AdmissionReview (its metrics)
+    review_cpu_ms: float = float("nan")  # vramgate's CPU time in the round ÷ reviews (watches included)
+    load: float = float("nan")  # the machine's 1-minute load average as the phase started
 
 
 @dataclass
@@ -140,6 +155,7 @@ class Results:
     admission: list[AdmissionResult] = field(default_factory=list)
     fleet_seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    profiles: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- the bench
@@ -155,6 +171,7 @@ class Bench:
         self.nodes = 0
         self.gpu_nodes = 0
         self.existing = 0
+        self.profiles: dict[str, dict[str, float]] = {}
 
     def __enter__(self) -> Bench:
         t0 = time.monotonic()
@@ -191,8 +208,9 @@ class Bench:
         t0 = time.perf_counter()
         new = [fleet.node_object(i) for i in range(self.nodes, size)]
         self.api.create_many(new, lambda o: "/api/v1/nodes", threads=self.args.threads)
-        gpu = [n for n in new if fleet.gpu_devices(n)]
-        occupied = [n for k, n in enumerate(gpu) if (k * 7919) % 100 < fleet.OCCUPIED_SHARE * 100]
+        gpu = [n for n in new if "nvidia.com/gpu" in n["status"]["capacity"]]
+        occupied = [n for k, n in enumerate(gpu)
+                    if fleet.gpu_devices(n) and (k * 7919) % 100 < fleet.OCCUPIED_SHARE * 100]
         pods = [fleet.existing_pod(n, self.existing + k) for k, n in enumerate(occupied)]
         self.api.create_many(pods, lambda o: f"/api/v1/namespaces/{BENCH_NS}/pods", threads=self.args.threads)
         self.nodes, self.gpu_nodes, self.existing = size, self.gpu_nodes + len(gpu), self.existing + len(pods)
@@ -246,14 +264,18 @@ class Bench:
 
         # Backlog: all pods created while no scheduler serves them, then the scheduler starts.
         run = f"n{size}-{config}-bl"
-        pods = fleet.bench_pods(self.args.pods, name, run)
+        count = min(self.args.pods, self.args.nodelist_pods) if config == "extender-nodelist" else self.args.pods
+        pods = fleet.bench_pods(count, name, run)
         watch = PodWatch(self.cp.ports["apiserver"], ctx, BENCH_NS, f"{fleet.BENCH_LABEL}={run}").start()
         create_s = self.api.create_many(pods, lambda o: path, threads=self.args.threads)
         before = self.ext_stats() if exts else {}
         names = [p["metadata"]["name"] for p in pods]
+        prof = self.start_profile(size, config)
+        load = os.getloadavg()[0]
         with scheduler(self.cp, name, exts):
-            self.cp.wait_for(f"{run} settled", lambda: watch.settled(names), timeout=self.args.timeout, interval=0.5)
+            until(f"{run} settled", lambda: watch.settled(names), self.args.timeout)
             watch.stop()
+            self.stop_profile(prof, size, config)
             stamps = sorted(watch.bound.values())
             rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else float("nan")
             after = self.ext_stats() if exts else {}
@@ -265,12 +287,11 @@ class Bench:
             pwatch = PodWatch(self.cp.ports["apiserver"], ctx, BENCH_NS, f"{fleet.BENCH_LABEL}={prun}").start()
             sent = paced(self.api, ((path, p) for p in ppods), self.args.rate)
             pnames = [p["metadata"]["name"] for p in ppods]
-            self.cp.wait_for(f"{prun} settled", lambda: pwatch.settled(pnames), timeout=self.args.timeout,
-                             interval=0.5)
+            until(f"{prun} settled", lambda: pwatch.settled(pnames), self.args.timeout)
             pwatch.stop()
-        lat = [(pwatch.bound[n] - t) * 1000 for n, t, _ in sent if n in pwatch.bound]
+        lat = [(pwatch.bound[n] - t) * 1000 for _, n, t, _ in sent if n in pwatch.bound]
         res = SchedResult(size, config, len(pods), bound, unsched, rate, self.args.rate, len(lat),
-                          percentile(lat, 50), percentile(lat, 99), create_s)
+                          percentile(lat, 50), percentile(lat, 99), create_s, load=load)
         if exts:
             for verb in ("filter", "prioritize"):
                 ds, dc = after[verb][0] - before[verb][0], after[verb][1] - before[verb][1]
@@ -279,10 +300,39 @@ class Bench:
         log(f"  {config:18s} {rate:7.1f} pods/s ({bound} bound, {unsched} unschedulable; backlog created in "
             f"{create_s:.1f}s)  paced {self.args.rate}/s: p50 {res.p50_ms:.0f} ms p99 {res.p99_ms:.0f} ms"
             + (f"  extender filter {res.ext_filter_ms:.2f} ms prioritize {res.ext_prioritize_ms:.2f} ms"
-               if exts else ""))
+               if exts else "") + f" (load average {load:.1f})")
         self.delete_run(run)
         self.delete_run(prun)
         return res
+
+    # ----------------------------------------------------------------- profile
+
+    def start_profile(self, size: int, config: str) -> subprocess.Popen[bytes] | None:
+        """py-spy on vramgate while an extender configuration drains its backlog (``--profile``)."""
+        spy = REPO_ROOT / ".venv" / "bin" / "py-spy"
+        if not self.args.profile or config == "default" or self.gate is None or self.gate.proc is None:
+            return None
+        if not spy.exists():
+            log("  --profile: py-spy not installed (pip install -e '.[bench]')")
+            return None
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        path = OUT_DIR / f"profile-n{size}-{config}.txt"
+        return subprocess.Popen([str(spy), "record", "-r", "200", "-f", "raw", "-o", str(path), "--nonblocking",
+                                 "--pid", str(self.gate.proc.popen.pid)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop_profile(self, prof: subprocess.Popen[bytes] | None, size: int, config: str) -> None:
+        if prof is None:
+            return
+        prof.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            prof.wait(60)
+        path = OUT_DIR / f"profile-n{size}-{config}.txt"
+        if path.exists():
+            top = summarize_profile(path.read_text())
+            self.profiles[f"{size}/{config}"] = top
+            log(f"  profile of vramgate ({path.name}), inclusive share of samples: "
+                + ", ".join(f"{k} {v:.0%}" for k, v in list(top.items())[:8]))
 
     # ----------------------------------------------------------------- admission
 
@@ -291,62 +341,127 @@ class Bench:
         status, body, _ = self.api.call("POST", f"/api/v1/namespaces/{BENCH_NS}/pods", obj, query={"dryRun": "All"})
         return status == 201 and "vramgate.io/estimate" in (body["metadata"].get("annotations") or {})
 
-    def admission(self, size: int) -> list[AdmissionResult]:
+    def cpu_seconds(self) -> float:
+        """CPU seconds vramgate's process has used (user + system), immune to a busy machine."""
+        assert self.gate is not None and self.gate.proc is not None
+        fields = Path(f"/proc/{self.gate.proc.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def admission_seconds(self) -> tuple[float, float]:
+        """vramgate's own time answering AdmissionReviews so far: (seconds, reviews), all webhooks."""
         assert self.gate is not None
-        out = []
-        for webhooks in (False, True):
-            if webhooks:
-                self.gate.register()
-                self.cp.wait_for("webhooks in effect", self.webhooks_active, timeout=30, interval=0.5)
-            else:
-                self.gate.unregister()
-                self.cp.wait_for("webhooks gone", lambda: not self.webhooks_active(), timeout=30, interval=0.5)
-            run = f"n{size}-adm-{'on' if webhooks else 'off'}"
-            objs: list[tuple[str, dict[str, Any]]] = []
-            for i in range(self.args.admission):
-                objs.append((f"/api/v1/namespaces/{BENCH_NS}/pods", fleet.admission_pod(i, run)))
-                objs.append((f"/apis/apps/v1/namespaces/{BENCH_NS}/deployments", fleet.admission_deployment(i, run)))
-            sent = paced(self.api, objs, self.args.admission_rate, threads=4)
-            warm = 20  # the first calls open connections (apiserver → webhook TLS)
-            for kind, prefix in (("Pod", "/api/"), ("Deployment", "/apis/")):
-                names = {o["metadata"]["name"] for p, o in objs if p.startswith(prefix)}
-                lat = [took * 1000 for n, t, took in sorted(sent, key=lambda s: s[1]) if n in names][warm:]
-                r = AdmissionResult(size, webhooks, kind, len(lat), percentile(lat, 50), percentile(lat, 99),
-                                    statistics.fmean(lat))
-                out.append(r)
-                log(f"  create {kind:10s} webhooks {'on ' if webhooks else 'off'}: p50 {r.p50_ms:.2f} ms "
-                    f"p99 {r.p99_ms:.2f} ms ({r.samples} at {self.args.admission_rate / 2:.0f}/s)")
-            self.delete_run(run)
-            self.api.call("DELETE", f"/apis/apps/v1/namespaces/{BENCH_NS}/deployments",
-                          query={"labelSelector": f"{fleet.BENCH_LABEL}={run}"})
+        m = self.gate.metrics()
+        s = sum(v for (n, _), v in m.items() if n == "vramgate_admission_duration_seconds_sum")
+        c = sum(v for (n, _), v in m.items() if n == "vramgate_admission_duration_seconds_count")
+        return s, c
+
+    def admission(self, size: int) -> list[AdmissionResult]:
+        """Creates at a fixed rate, webhooks off and on in alternating rounds (the machine's drift hits
+        both alike); the first creates of each round are dropped (connections being opened)."""
+        assert self.gate is not None
+        lat: dict[tuple[str, bool], list[float]] = {}
+        server: dict[bool, list[float]] = {False: [0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0]}
+        load = os.getloadavg()[0]
+        kinds = {"/api/v1/namespaces/bench/pods": "Pod", "/apis/apps/v1/namespaces/bench/deployments": "Deployment"}
+        per_round = max(1, self.args.admission // self.args.admission_rounds)
+        for rnd in range(self.args.admission_rounds):
+            for webhooks in (False, True):
+                if webhooks:
+                    self.gate.register()
+                    self.cp.wait_for("webhooks in effect", self.webhooks_active, timeout=30, interval=0.5)
+                else:
+                    self.gate.unregister()
+                    self.cp.wait_for("webhooks gone", lambda: not self.webhooks_active(), timeout=30, interval=0.5)
+                run = f"n{size}-adm{rnd}-{'on' if webhooks else 'off'}"
+                objs: list[tuple[str, dict[str, Any]]] = []
+                for i in range(per_round):
+                    objs.append(("/api/v1/namespaces/bench/pods", fleet.admission_pod(i, run)))
+                    objs.append(("/apis/apps/v1/namespaces/bench/deployments", fleet.admission_deployment(i, run)))
+                s0, c0 = self.admission_seconds()
+                cpu0 = self.cpu_seconds()
+                prof = self.start_profile(size, f"admission{rnd}") if webhooks and rnd == 0 else None
+                sent = sorted(paced(self.api, objs, self.args.admission_rate, threads=8), key=lambda x: x[2])
+                self.stop_profile(prof, size, f"admission{rnd}")
+                s1, c1 = self.admission_seconds()
+                server[webhooks][0] += s1 - s0
+                server[webhooks][1] += c1 - c0
+                server[webhooks][2] += self.cpu_seconds() - cpu0
+                for path, kind in kinds.items():
+                    lat.setdefault((kind, webhooks), []).extend(
+                        [took * 1000 for p, _, _, took in sent if p == path][10:])
+                self.delete_run(run)
+                self.api.call("DELETE", "/apis/apps/v1/namespaces/bench/deployments",
+                              query={"labelSelector": f"{fleet.BENCH_LABEL}={run}"})
         self.gate.unregister()
+        out = []
+        for (kind, webhooks), values in lat.items():
+            s, c, cpu = server[webhooks]
+            r = AdmissionResult(size, webhooks, kind, len(values), percentile(values, 50), percentile(values, 99),
+                                statistics.fmean(values), s / c * 1000 if c else float("nan"),
+                                cpu / c * 1000 if c else float("nan"), load)
+            out.append(r)
+            log(f"  create {kind:10s} webhooks {'on ' if webhooks else 'off'}: p50 {r.p50_ms:.2f} ms "
+                f"p99 {r.p99_ms:.2f} ms ({r.samples} at {self.args.admission_rate / 2:.0f}/s)"
+                + (f"; vramgate answers a review in {r.review_ms:.2f} ms wall, {r.review_cpu_ms:.2f} ms CPU"
+                   if webhooks else "") + f" (load average {load:.1f})")
         return out
 
 
 # --------------------------------------------------------------------------- report
 
 
+#: Where vramgate's time goes, by the frames that name a cost the issue asks about.
+PROFILE_BUCKETS = {
+    "extender routes (all)": ("webhook/extender/",),
+    "admission routes (all)": ("webhook/admission/",),
+    "ExtenderArgs decode (wire.parse_args)": ("parse_args (",),
+    "pod demand (demand.py)": ("webhook/demand.py",),
+    "inventory watch + snapshot": ("webhook/nodecache.py", "webhook/snapshot.py", "webhook/inventory.py"),
+    "HTTP/TLS (uvicorn, starlette)": ("uvicorn/", "starlette/", "h11", "httptools", "ssl.py"),
+    "metrics": ("prometheus_client/",),
+}
+
+
+def summarize_profile(raw: str) -> dict[str, float]:
+    """Inclusive share of py-spy samples (``-f raw`` folded stacks) whose stack touches each bucket."""
+    total = 0
+    hits = dict.fromkeys(PROFILE_BUCKETS, 0)
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        for bucket, needles in PROFILE_BUCKETS.items():
+            if any(needle in f for f in frames for needle in needles):
+                hits[bucket] += n
+    return {k: v / total for k, v in hits.items()} if total else {}
+
+
 def table(res: Results) -> str:
     lines = ["", "Scheduler: backlog throughput and paced create→bind latency (same pods, same run)", ""]
     lines.append("| nodes | configuration | pods/s | ÷ default | bound | unschedulable | paced p50 ms | paced p99 ms "
-                 "| extender filter ms | extender prioritize ms |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+                 "| extender filter ms | extender prioritize ms | load avg |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     by = {(r.nodes, r.config): r for r in res.scheduler}
     for r in res.scheduler:
         base = by.get((r.nodes, "default"))
         ratio = r.pods_per_s / base.pods_per_s if base and base.pods_per_s else float("nan")
         ext = (f"{r.ext_filter_ms:.2f} | {r.ext_prioritize_ms:.2f}" if r.config != "default" else "– | –")
         lines.append(f"| {r.nodes:,} | {r.config} | {r.pods_per_s:.1f} | {ratio:.2f} | {r.bound} | {r.unschedulable} "
-                     f"| {r.p50_ms:.0f} | {r.p99_ms:.0f} | {ext} |")
+                     f"| {r.p50_ms:.0f} | {r.p99_ms:.0f} | {ext} | {r.load:.1f} |")
     lines += ["", "API server create latency (client side, kept-alive HTTPS, paced)", ""]
-    lines.append("| nodes | kind | webhooks | samples | p50 ms | p99 ms | mean ms | p99 added ms |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+    lines.append("| nodes | kind | webhooks | samples | p50 ms | p99 ms | mean ms | p99 added ms "
+                 "| vramgate ms per review (wall / CPU) | load avg |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     adm = {(a.nodes, a.kind, a.webhooks): a for a in res.admission}
     for a in res.admission:
         off = adm.get((a.nodes, a.kind, False))
         added = f"{a.p99_ms - off.p99_ms:+.1f}" if a.webhooks and off else "–"
+        review = f"{a.review_ms:.2f} / {a.review_cpu_ms:.2f}" if a.webhooks else "–"
         lines.append(f"| {a.nodes:,} | {a.kind} | {'on' if a.webhooks else 'off'} | {a.samples} | {a.p50_ms:.2f} "
-                     f"| {a.p99_ms:.2f} | {a.mean_ms:.2f} | {added} |")
+                     f"| {a.p99_ms:.2f} | {a.mean_ms:.2f} | {added} | {review} | {a.load:.1f} |")
     return "\n".join(lines)
 
 
@@ -361,15 +476,24 @@ def final_line(res: Results) -> str:
     return f"bench-cluster: {size} nodes: extender/default throughput {ratio:.2f}, webhook create p99 {added:+.1f} ms"
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the control plane, KWOK and vramgate on the way out
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,2000,5000", help="fleet sizes, ascending (the fleet grows)")
-    p.add_argument("--pods", type=int, default=500, help="backlog pods per configuration")
+    p.add_argument("--pods", type=int, default=400, help="backlog pods per configuration")
+    p.add_argument("--nodelist-pods", type=int, default=150,
+                   help="backlog pods for nodeCacheCapable: false (it binds a few pods a second at scale)")
     p.add_argument("--paced", type=int, default=150, help="paced pods per configuration")
     p.add_argument("--rate", type=float, default=15.0, help="paced pods a second")
-    p.add_argument("--admission", type=int, default=200, help="Pods and Deployments each, per webhook state")
+    p.add_argument("--admission", type=int, default=300, help="Pods and Deployments each, per webhook state")
+    p.add_argument("--admission-rounds", type=int, default=3, help="alternating off/on rounds")
     p.add_argument("--admission-rate", type=float, default=40.0, help="creates a second (Pods + Deployments)")
     p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--profile", action="store_true", help="py-spy vramgate during the extender backlogs")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds for one configuration's pods to settle")
     p.add_argument("--plot", default="", help="write the PNG plot here")
     p.add_argument("--json", default="", help="results JSON (default bench/out/cluster-<time>.json)")
@@ -390,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
                     res.scheduler.append(bench.schedule(size, config))
                     save()
                 res.admission += bench.admission(size)
+                res.profiles = bench.profiles
                 save()
     except (Exception, KeyboardInterrupt) as exc:  # report what was measured before the failure
         res.notes.append(f"stopped early: {type(exc).__name__}: {str(exc)[:500]}")

@@ -88,4 +88,4 @@ def test_final_line_and_table() -> None:
                         r"webhook create p99 [+-]\d+\.\d ms", line)
     text = table(res)
     assert "| 5,000 | extender-cache | 83.0 | 0.83 |" in text
-    assert "| 5,000 | Pod | on | 180 | 4.00 | 7.40 | 4.20 | +1.4 |" in text
+    assert "| 5,000 | Pod | on | 180 | 4.00 | 7.40 | 4.20 | +1.4 | nan / nan | nan |" in text

@@ -13,7 +13,7 @@ kube-controller-manager), grown 1k → 2k → 5k nodes. At each size:
 - **admission**: GPU Pods and Deployments created at ``--admission-rate`` a second, client-side
   latency of the POST over a kept-alive connection, without and then with the chart's webhooks.
 
-vramgate (``serve --role all``) runs the whole time, watching the fleet, as it would in a cluster;
+vramgate (``serve --role all``, the chart's config) runs the whole time, watching the fleet, as it would in a cluster;
 the webhooks are registered only for the "with" half of the admission phase, so scheduling is
 measured on the same pods for all three configurations. Schedulers run with client QPS/burst 5,000
 (see docs/scaling.md: at kube-scheduler's default 50 QPS every configuration is capped at ~50 binds/s).
@@ -38,8 +38,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from bench.cluster import fleet
 from bench.cluster.kube import Api, PodWatch, paced, percentile
+from tests.chart.render import one
 from tests.e2e.harness import REPO_ROOT, ControlPlane, Process, free_port
 from tests.e2e.vramgate_fixture import NAMESPACE, Vramgate
 
@@ -186,6 +189,12 @@ class Bench:
         self.cp.wait_for("default SA in bench", lambda: self.api.call(
             "GET", f"/api/v1/namespaces/{BENCH_NS}/serviceaccounts/default")[0] == 200, timeout=60)
         self.gate = Vramgate(self.cp)
+        # The chart's config as shipped: the e2e fixture's fast test timings (a controller reconcile
+        # every 0.2 s) would be load that a real install does not have.
+        config = yaml.safe_load(one(self.gate.chart, "ConfigMap", "vramgate-config")["data"]["config.yaml"])
+        config.get("admission", {}).pop("scheduler_name", None)
+        self.gate.config = config
+        self.gate.config_path.write_text(yaml.safe_dump(config))
         self.gate.apply(self.gate.priority_classes())
         self.gate.start(timeout=60)
         log(f"control plane, kwok and vramgate up in {time.monotonic() - t0:.1f}s (logs {self.cp.logs_dir})")

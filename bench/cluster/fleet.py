@@ -104,14 +104,16 @@ class PodShape:
 
 
 # The default scheduler sees only nvidia.com/gpu; vramgate also sees the VRAM each pod needs.
+# ``vramgate.io/vram`` is the pod's TOTAL, split over its GPUs: the multi-GPU shapes are light per GPU.
+# This is the mix the 2026-11-30 run in docs/scaling.md measured; change it and the figures change.
 POD_MIX: list[PodShape] = [
-    PodShape("small", 1, "14Gi", 0.55, "an 7B model in fp16: fits any GPU but a T4 / a MIG slice"),
-    PodShape("tiny", 1, "6Gi", 0.10, "a quantized 7B: fits everything, MIG slices included"),
+    PodShape("small", 1, "14Gi", 0.55, "a 7B model in fp16: any full GPU (T4 included), no MIG slice or time-slice"),
+    PodShape("tiny", 1, "6Gi", 0.10, "a quantized 7B: MIG 1g.10gb slices too, not 5.6 GiB time-slices"),
     PodShape("large", 1, "70Gi", 0.15, "a 34B model in fp16: fits only H100-80GB"),
-    PodShape("tp4", 4, "30Gi", 0.13, "a 70B model over 4 GPUs: A100-40GB or H100 nodes"),
-    PodShape("tp8", 8, "70Gi", 0.05, "a 405B-class model in fp8 over 8 H100s: a whole H100 node"),
+    PodShape("tp4", 4, "30Gi", 0.13, "4 GPUs, 7.5 GiB each: 4+ devices of >= 7.5 GiB"),
+    PodShape("tp8", 8, "70Gi", 0.05, "8 GPUs, 8.75 GiB each: an 8-GPU node or 8 MIG 1g.10gb slices"),
     PodShape("nowhere-vram", 1, "200Gi", 0.01, "fits no GPU (vramgate leaves it Pending; default binds it)"),
-    PodShape("nowhere-count", 16, "40Gi", 0.01, "16 GPUs on one node: no node has them (Pending for both)"),
+    PodShape("sixteen", 16, "40Gi", 0.01, "16 devices of 2.5 GiB: MIG (56 slices) and time-sliced (16) nodes"),
 ]
 
 

@@ -45,7 +45,13 @@ def plot(results: dict[str, Any], path: Path) -> None:
             if rows:
                 ax3.plot([a["nodes"] for a in rows], [a["p99_ms"] for a in rows], marker="o",
                          linestyle="-" if on else "--", label=f"{kind}, webhooks {'on' if on else 'off'}")
-    ax3.set(title="API server create latency p99", xlabel="KWOK nodes", ylabel="ms (log)")
+    # A later re-run (merged into the results file by hand as "admission_after", e.g. after a fix).
+    for a in results.get("admission_after", []):
+        ax3.plot([a["nodes"]], [a["p99_ms"]], marker="*" if a["webhooks"] else "x", markersize=11,
+                 linestyle="none", label=f"{a['kind']}, webhooks {'on' if a['webhooks'] else 'off'}, "
+                 f"{results.get('after_label', 're-run')}")
+    title = "API server create latency p99" + (" (lines: first run)" if results.get("admission_after") else "")
+    ax3.set(title=title, xlabel="KWOK nodes", ylabel="ms (log)")
     ax3.set_yscale("log")
     for ax in (ax1, ax2, ax3):
         ax.grid(alpha=0.3)

@@ -11,15 +11,16 @@ kube-controller-manager), grown 1k → 2k → 5k nodes. At each size:
   binding. Then, with it running, ``--paced`` pods at ``--rate`` a second: p50/p99 from the create
   request to the binding seen on a watch.
 - **admission**: GPU Pods and Deployments created at ``--admission-rate`` a second, client-side
-  latency of the POST over a kept-alive connection, without and then with the chart's webhooks.
+  latency of the POST over a kept-alive connection, webhooks off and on in alternating rounds.
 
-vramgate (``serve --role all``, the chart's config) runs the whole time, watching the fleet, as it would in a cluster;
-the webhooks are registered only for the "with" half of the admission phase, so scheduling is
-measured on the same pods for all three configurations. Schedulers run with client QPS/burst 5,000
-(see docs/scaling.md: at kube-scheduler's default 50 QPS every configuration is capped at ~50 binds/s).
+vramgate (``serve --role all``, the chart's config) runs the whole time, watching the fleet, as it
+would in a cluster; the webhooks are registered only for the "on" rounds of the admission phase, so
+scheduling is measured on the same pods for all three configurations. Schedulers run with client
+QPS/burst 5,000 so that their client rate limiter (default 50 QPS) is not what is measured.
 
-``.venv/bin/python -m bench.cluster.run [--sizes 1000,2000,5000] [--pods 500]``; results go to
-``bench/out/cluster-<time>.json`` and the plot to ``--plot`` (docs/img/scaling.png by ``make bench-cluster``).
+``.venv/bin/python -m bench.cluster.run [--sizes 1000,2000,5000] [--pods 400] [--profile]``; results go
+to ``bench/out/cluster-<time>.json`` and the plot to ``--plot`` (docs/img/scaling.png by
+``make bench-cluster``).
 """
 
 from __future__ import annotations

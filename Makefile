@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup serve test unit e2e e2e-bin lint bench chart clean browser screenshots
+.PHONY: all setup serve test unit e2e e2e-bin lint bench bench-cluster kwok-bin chart clean browser screenshots
 
 all: test
 
@@ -52,6 +52,21 @@ screenshots: $(STAMP) browser
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+kwok-bin:
+	bash bench/cluster/build_kwok.sh
+
+## bench-cluster: KWOK fleet of 1k/2k/5k GPU nodes in the e2e control plane: scheduler throughput with and
+## without the extender, API-server create latency with and without the webhooks (minutes; not in `make test`)
+BENCH_CLUSTER_ARGS ?=
+bench-cluster: $(BENCH_STAMP) e2e-bin chart kwok-bin
+	$(BIN)/python -m bench.cluster.run --plot docs/img/scaling.png $(BENCH_CLUSTER_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

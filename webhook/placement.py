@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -236,18 +236,21 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
                 f"{demand.view.ref}: no device in the cluster matches its claims {asked}; the ResourceSlices "
                 f"offer {', '.join(kinds[:5])}{', …' if len(kinds) > 5 else ''}. "
                 "Try: a DeviceClass or selector these devices satisfy"))
-    gpu_nodes = [n for n in nodes if n.is_gpu_node]
+    # The admit path is lazy: with nodes largest first (Snapshot.by_vram) it stops after a node or
+    # two, so admitting a pod costs the same at 10 or 10,000 nodes. Lists are built only to reject.
+    seq: Sequence[NodeGPUs] = nodes if isinstance(nodes, list | tuple) else list(nodes)
+    unknown: list[NodeGPUs] = []
+    for n in seq:
+        if n.is_gpu_node and fits_ever(need, n):
+            if n.vram_mib > 0 or need.per_gpu_mib is None:
+                return _maybe_tight(demand, need, seq, n)
+            unknown.append(n)
+    gpu_nodes = [n for n in seq if n.is_gpu_node]
     if not gpu_nodes:
         if need.claims:
             return ClusterVerdict(True, Code.FITS, "no DRA devices in the inventory (no ResourceSlices in view); "
                                   "the pod's claims are not checked")
         return ClusterVerdict(True, Code.FITS, "no GPU nodes in the inventory; not checked")
-    unknown: list[NodeGPUs] = []
-    for n in gpu_nodes:
-        if fits_ever(need, n):
-            if n.vram_mib > 0 or need.per_gpu_mib is None:
-                return _maybe_tight(demand, need, gpu_nodes, n)
-            unknown.append(n)
     who = demand.view.ref
     if unknown and need.per_gpu_mib is not None:
         shown = "; ".join(vram_missing(n) for n in unknown[:3]) + ("; …" if len(unknown) > 3 else "")
@@ -302,16 +305,18 @@ def _at_least(need: Need) -> str:
     return ""
 
 
-def _maybe_tight(demand: Demand, need: Need, nodes: list[NodeGPUs], first: NodeGPUs) -> ClusterVerdict:
+def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: NodeGPUs) -> ClusterVerdict:
     """Admit; when only the low end of the estimate fits anywhere, say so (the band straddles the GPU)."""
     expected = need.expected
     if expected is None or need.per_gpu_mib is None or expected <= need.per_gpu_mib:
         return ClusterVerdict(True, Code.FITS, "fits", best_node=first.name)
+    # One Need for the whole scan, and stop at the first roomy node: this runs for every admitted pod
+    # whose estimate is a band (most vLLM pods), so it must not cost a dataclass per node.
     at_expected = replace(need, per_gpu_mib=expected)
-    roomy = next((n for n in nodes if n.vram_mib > 0 and fits_ever(at_expected, n)), None)
+    roomy = next((n for n in nodes if n.is_gpu_node and n.vram_mib > 0 and fits_ever(at_expected, n)), None)
     if roomy is not None:
         return ClusterVerdict(True, Code.FITS, "fits", best_node=roomy.name)
-    best = max((n for n in nodes if n.vram_mib > 0), key=lambda n: n.vram_mib, default=first)
+    best = max((n for n in nodes if n.is_gpu_node and n.vram_mib > 0), key=lambda n: n.vram_mib, default=first)
     est = demand.estimate
     if est is not None and best.vram_mib > 0 and est.request.engine is not None:
         # Engine defaults depend on the GPU (vLLM's V1 batch sizes): price it on the largest one.

@@ -162,3 +162,29 @@ def test_fits_ever_agrees_with_fit() -> None:
         (1, 2, 8, 16), (None, 1024, 20 * 1024, 70 * 1024), (1.0, 0.9), (None, (12, 2), (11, 8)))]
     for need, node in itertools.product(needs, nodes):
         assert fits_ever(need, node) == fit(need, node, ever=True).fits, (need, node.name)
+
+
+def test_admitting_a_band_estimate_stops_at_the_first_roomy_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vLLM pod's estimate is a band (expected above the low end): admitting it must not judge every node
+    (it did, with a new Need per node: 60 % of vramgate's CPU in admission at 1,000 KWOK nodes)."""
+    import webhook.placement as placement
+
+    d = demand(pod(container(args=["--model", "meta-llama/Meta-Llama-3-8B-Instruct", "--max-model-len", "8192"])))
+    need = Need.of(d)
+    assert need.expected is not None and need.per_gpu_mib is not None and need.expected > need.per_gpu_mib
+    nodes = [n(name="h100-0", mem=81920)] + [n(name=f"a10-{i}", mem=23028) for i in range(2000)]
+    calls = 0
+    real = placement.fits_ever
+
+    def counting(need: Need, node: object) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(need, node)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(placement, "fits_ever", counting)
+    v = cluster_verdict(d, nodes)
+    assert v.admit and v.code is Code.FITS and v.message == "fits" and v.best_node == "h100-0"
+    assert calls <= 3
+    # The same answer as judging every node: the first node (in the given order) that holds the expected size.
+    small_first = [n(name="t4", mem=15360), n(name="a10", mem=23028), n(name="a100", mem=81920)]
+    assert cluster_verdict(d, small_first).best_node == "a10"

@@ -1,0 +1,553 @@
+"""Scale inside the real control plane: a KWOK fleet of GPU nodes, kube-scheduler with and without the
+vramgate extender, and API-server create latency with and without vramgate's webhooks.
+
+One run, one machine, one control plane (the e2e harness's etcd + kube-apiserver +
+kube-controller-manager), grown 1k → 2k → 5k nodes. At each size:
+
+- **scheduler throughput**, three configurations on the same pods: (a) kube-scheduler alone
+  (``default-scheduler``), (b) the chart's second scheduler ``vramgate-scheduler`` with the extender,
+  ``nodeCacheCapable: true``, (c) the same with ``false`` (full NodeLists). Each gets a backlog of
+  ``--pods`` GPU pods created while it is stopped, then starts: pods/s from its first to its last
+  binding. Then, with it running, ``--paced`` pods at ``--rate`` a second: p50/p99 from the create
+  request to the binding seen on a watch.
+- **admission**: GPU Pods and Deployments created at ``--admission-rate`` a second, client-side
+  latency of the POST over a kept-alive connection, webhooks off and on in alternating rounds.
+
+vramgate (``serve --role all``, the chart's config) runs the whole time, watching the fleet, as it
+would in a cluster; the webhooks are registered only for the "on" rounds of the admission phase, so
+scheduling is measured on the same pods for all three configurations. Schedulers run with client
+QPS/burst 5,000 so that their client rate limiter (default 50 QPS) is not what is measured.
+
+``.venv/bin/python -m bench.cluster.run [--sizes 1000,2000,5000] [--pods 400] [--profile]``; results go
+to ``bench/out/cluster-<time>.json`` and the plot to ``--plot`` (docs/img/scaling.png by
+``make bench-cluster``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.cluster import fleet
+from bench.cluster.kube import Api, PodWatch, paced, percentile
+from tests.chart.render import one
+from tests.e2e.harness import REPO_ROOT, ControlPlane, Process, free_port
+from tests.e2e.vramgate_fixture import NAMESPACE, Vramgate
+
+KWOK_VERSION = "v0.8.0"
+KWOK_DIR = REPO_ROOT / ".cache" / "kwok" / KWOK_VERSION
+BENCH_NS = "bench"
+OUT_DIR = REPO_ROOT / "bench" / "out"
+CONFIGS = ("default", "extender-cache", "extender-nodelist")
+SCHEDULER_QPS = 5000
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def until(what: str, ready: Callable[[], bool], timeout: float, interval: float = 0.5) -> None:
+    """Poll ``ready()`` until true; its exceptions propagate (unlike the harness's wait_for)."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def start_kwok(cp: ControlPlane) -> Process:
+    """KWOK managing the nodes annotated ``kwok.x-k8s.io/node: fake`` with its module's fast stages."""
+    binary = KWOK_DIR / "bin" / "kwok"
+    stages = KWOK_DIR / "stages.yaml"
+    if not binary.exists() or not stages.exists():
+        raise SystemExit(f"kwok missing in {KWOK_DIR}: run bash bench/cluster/build_kwok.sh")
+    argv = [
+        str(binary), f"--kubeconfig={cp.kubeconfig}", f"--config={stages}",
+        "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={fleet.KWOK_ANNOTATION}=fake",
+        # No node-lifecycle controller runs (see the e2e harness), so Leases would only be load.
+        "--node-lease-duration-seconds=0",
+        "--server-address=", "--cidr=100.127.0.1/16", "--node-ip=127.0.0.1",
+    ]
+    proc = Process("kwok", argv, cp.logs_dir / "kwok.log", cp.tmpdir)
+    time.sleep(1.0)
+    if not proc.alive():
+        raise SystemExit(f"kwok exited at once; see {cp.logs_dir / 'kwok.log'}")
+    return proc
+
+
+@contextlib.contextmanager
+def scheduler(cp: ControlPlane, name: str, extenders: list[dict[str, Any]] | None) -> Iterator[Process]:
+    """kube-scheduler with one profile ``name`` (and the extenders), started and stopped around the block."""
+    cfg = cp.scheduler_config(extenders)
+    cfg["profiles"] = [{"schedulerName": name}]
+    cfg["clientConnection"].update({"qps": SCHEDULER_QPS, "burst": SCHEDULER_QPS})
+    path = cp.tmpdir / f"{name}-config.yaml"
+    path.write_text(json.dumps(cfg, indent=2))
+    kc = cp.tmpdir / "kube-scheduler.kubeconfig"
+    port = free_port()
+    argv = [
+        str(cp.bin_dir / "kube-scheduler"), f"--config={path}", f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+        f"--cert-dir={cp.tmpdir / 'scheduler-certs'}", "--v=1",
+    ]
+    proc = Process(name, argv, cp.logs_dir / f"{name}.log", cp.tmpdir)
+    try:
+        cp.wait_for(f"{name} ready", lambda: cp._component_healthz(port, "/readyz"), timeout=120)
+        yield proc
+    finally:
+        proc.stop()
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class SchedResult:
+    nodes: int
+    config: str
+    pods: int
+    bound: int
+    unschedulable: int
+    pods_per_s: float
+    paced_rate: float
+    paced_bound: int
+    p50_ms: float
+    p99_ms: float
+    create_s: float
+    ext_filter_ms: float = float("nan")
+    ext_prioritize_ms: float = float("nan")
+    ext_calls: int = 0
+    load: float = float("nan")
+
+
+@dataclass
+class AdmissionResult:
+    nodes: int
+    webhooks: bool
+    kind: str
+    samples: int
+    p50_ms: float
+    p99_ms: float
+    mean_ms: float
+    review_ms: float = float("nan")  # vramgate's own mean time per AdmissionReview (its metrics)
+    review_cpu_ms: float = float("nan")  # vramgate's CPU time in the round ÷ reviews (watches included)
+    load: float = float("nan")  # the machine's 1-minute load average as the phase started
+
+
+@dataclass
+class Results:
+    started: str
+    machine: str
+    sizes: list[int]
+    scheduler: list[SchedResult] = field(default_factory=list)
+    admission: list[AdmissionResult] = field(default_factory=list)
+    fleet_seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    profiles: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- the bench
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.cp = ControlPlane()
+        self.kwok: Process | None = None
+        self.gate: Vramgate | None = None
+        self.api: Api
+        self.nodes = 0
+        self.gpu_nodes = 0
+        self.existing = 0
+        self.profiles: dict[str, dict[str, float]] = {}
+
+    def __enter__(self) -> Bench:
+        t0 = time.monotonic()
+        self.cp.start()
+        default = self.cp.procs.pop("kube-scheduler")  # the bench starts its own, one at a time
+        default.stop()
+        self.api = Api(self.cp.ports["apiserver"], self.cp.ssl_context())
+        self.kwok = start_kwok(self.cp)
+        for ns in (NAMESPACE, BENCH_NS):
+            self.api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                         "metadata": {"name": ns}})
+        self.cp.wait_for("default SA in bench", lambda: self.api.call(
+            "GET", f"/api/v1/namespaces/{BENCH_NS}/serviceaccounts/default")[0] == 200, timeout=60)
+        self.gate = Vramgate(self.cp)
+        # The chart's config as shipped: the e2e fixture's fast test timings (a controller reconcile
+        # every 0.2 s) would be load that a real install does not have.
+        config = yaml.safe_load(one(self.gate.chart, "ConfigMap", "vramgate-config")["data"]["config.yaml"])
+        config.get("admission", {}).pop("scheduler_name", None)
+        self.gate.config = config
+        self.gate.config_path.write_text(yaml.safe_dump(config))
+        self.gate.apply(self.gate.priority_classes())
+        self.gate.start(timeout=60)
+        log(f"control plane, kwok and vramgate up in {time.monotonic() - t0:.1f}s (logs {self.cp.logs_dir})")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.gate is not None:
+            with contextlib.suppress(Exception):
+                self.gate.unregister()
+            self.gate.stop()
+        if self.kwok is not None:
+            self.kwok.stop()
+        self.cp.stop()
+
+    # ----------------------------------------------------------------- fleet
+
+    def grow(self, size: int) -> float:
+        """Create nodes up to ``size`` and the GPU pods already running on a share of them; wait until
+        KWOK made every node Ready and vramgate's inventory holds every GPU node."""
+        t0 = time.perf_counter()
+        new = [fleet.node_object(i) for i in range(self.nodes, size)]
+        self.api.create_many(new, lambda o: "/api/v1/nodes", threads=self.args.threads)
+        gpu = [n for n in new if "nvidia.com/gpu" in n["status"]["capacity"]]
+        occupied = [n for k, n in enumerate(gpu)
+                    if fleet.gpu_devices(n) and (k * 7919) % 100 < fleet.OCCUPIED_SHARE * 100]
+        pods = [fleet.existing_pod(n, self.existing + k) for k, n in enumerate(occupied)]
+        self.api.create_many(pods, lambda o: f"/api/v1/namespaces/{BENCH_NS}/pods", threads=self.args.threads)
+        self.nodes, self.gpu_nodes, self.existing = size, self.gpu_nodes + len(gpu), self.existing + len(pods)
+        created = time.perf_counter() - t0
+
+        def ready_count() -> int:
+            _, body, _ = self.api.call("GET", "/api/v1/nodes", query={"labelSelector": "type=kwok"})
+            return sum(1 for n in body["items"] for c in n.get("status", {}).get("conditions") or []
+                       if c["type"] == "Ready" and c["status"] == "True")
+
+        self.cp.wait_for(f"{size} nodes Ready (KWOK)", lambda: ready_count() == size, timeout=600, interval=2)
+        assert self.gate is not None
+        self.cp.wait_for(f"vramgate inventory of {self.gpu_nodes} GPU nodes",
+                         lambda: len(self.gate.inventory()["nodes"]) == self.gpu_nodes if self.gate else False,
+                         timeout=300, interval=2)
+        took = time.perf_counter() - t0
+        log(f"fleet {size}: {len(new)} nodes + {len(pods)} running GPU pods created in {created:.1f}s, "
+            f"Ready and in vramgate's inventory after {took:.1f}s")
+        return took
+
+    # ----------------------------------------------------------------- scheduling
+
+    def extenders(self, node_cache: bool) -> list[dict[str, Any]]:
+        assert self.gate is not None
+        return [{**self.gate.extender(), "nodeCacheCapable": node_cache}]
+
+    def ext_stats(self) -> dict[str, tuple[float, float]]:
+        assert self.gate is not None
+        m = self.gate.metrics()
+        out = {}
+        for verb in ("filter", "prioritize"):
+            s = sum(v for (n, ls), v in m.items() if n == "vramgate_extender_duration_seconds_sum"
+                    and ("verb", verb) in ls)
+            c = sum(v for (n, ls), v in m.items() if n == "vramgate_extender_duration_seconds_count"
+                    and ("verb", verb) in ls)
+            out[verb] = (s, c)
+        return out
+
+    def delete_run(self, run: str) -> None:
+        self.api.call("DELETE", f"/api/v1/namespaces/{BENCH_NS}/pods",
+                      query={"labelSelector": f"{fleet.BENCH_LABEL}={run}", "gracePeriodSeconds": "0"})
+        self.cp.wait_for(f"pods of {run} gone", lambda: not self.api.call(
+            "GET", f"/api/v1/namespaces/{BENCH_NS}/pods",
+            query={"labelSelector": f"{fleet.BENCH_LABEL}={run}", "limit": "1"})[1]["items"], timeout=120)
+
+    def schedule(self, size: int, config: str) -> SchedResult:
+        name = "default-scheduler" if config == "default" else "vramgate-scheduler"
+        exts = None if config == "default" else self.extenders(config == "extender-cache")
+        path = f"/api/v1/namespaces/{BENCH_NS}/pods"
+        ctx = self.cp.ssl_context()
+
+        # Backlog: all pods created while no scheduler serves them, then the scheduler starts.
+        run = f"n{size}-{config}-bl"
+        count = min(self.args.pods, self.args.nodelist_pods) if config == "extender-nodelist" else self.args.pods
+        pods = fleet.bench_pods(count, name, run)
+        watch = PodWatch(self.cp.ports["apiserver"], ctx, BENCH_NS, f"{fleet.BENCH_LABEL}={run}").start()
+        create_s = self.api.create_many(pods, lambda o: path, threads=self.args.threads)
+        before = self.ext_stats() if exts else {}
+        names = [p["metadata"]["name"] for p in pods]
+        prof = self.start_profile(size, config)
+        load = os.getloadavg()[0]
+        with scheduler(self.cp, name, exts):
+            until(f"{run} settled", lambda: watch.settled(names), self.args.timeout)
+            watch.stop()
+            self.stop_profile(prof, size, config)
+            stamps = sorted(watch.bound.values())
+            rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else float("nan")
+            after = self.ext_stats() if exts else {}
+            bound, unsched = len(watch.bound), len(watch.unschedulable)
+
+            # Paced: the scheduler running, pods arriving at a fixed rate.
+            prun = f"n{size}-{config}-pc"
+            ppods = fleet.bench_pods(self.args.paced, name, prun, seed=11)
+            pwatch = PodWatch(self.cp.ports["apiserver"], ctx, BENCH_NS, f"{fleet.BENCH_LABEL}={prun}").start()
+            sent = paced(self.api, ((path, p) for p in ppods), self.args.rate)
+            pnames = [p["metadata"]["name"] for p in ppods]
+            until(f"{prun} settled", lambda: pwatch.settled(pnames), self.args.timeout)
+            pwatch.stop()
+        lat = [(pwatch.bound[n] - t) * 1000 for _, n, t, _ in sent if n in pwatch.bound]
+        res = SchedResult(size, config, len(pods), bound, unsched, rate, self.args.rate, len(lat),
+                          percentile(lat, 50), percentile(lat, 99), create_s, load=load)
+        if exts:
+            for verb in ("filter", "prioritize"):
+                ds, dc = after[verb][0] - before[verb][0], after[verb][1] - before[verb][1]
+                setattr(res, f"ext_{verb}_ms", ds / dc * 1000 if dc else float("nan"))
+            res.ext_calls = int(after["filter"][1] - before["filter"][1])
+        log(f"  {config:18s} {rate:7.1f} pods/s ({bound} bound, {unsched} unschedulable; backlog created in "
+            f"{create_s:.1f}s)  paced {self.args.rate}/s: p50 {res.p50_ms:.0f} ms p99 {res.p99_ms:.0f} ms"
+            + (f"  extender filter {res.ext_filter_ms:.2f} ms prioritize {res.ext_prioritize_ms:.2f} ms"
+               if exts else "") + f" (load average {load:.1f})")
+        self.delete_run(run)
+        self.delete_run(prun)
+        return res
+
+    # ----------------------------------------------------------------- profile
+
+    def start_profile(self, size: int, config: str) -> subprocess.Popen[bytes] | None:
+        """py-spy on vramgate while an extender configuration drains its backlog (``--profile``)."""
+        spy = REPO_ROOT / ".venv" / "bin" / "py-spy"
+        if not self.args.profile or config == "default" or self.gate is None or self.gate.proc is None:
+            return None
+        if not spy.exists():
+            log("  --profile: py-spy not installed (pip install -e '.[bench]')")
+            return None
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        path = OUT_DIR / f"profile-n{size}-{config}.txt"
+        return subprocess.Popen([str(spy), "record", "-r", "200", "-f", "raw", "-o", str(path), "--nonblocking",
+                                 "--pid", str(self.gate.proc.popen.pid)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop_profile(self, prof: subprocess.Popen[bytes] | None, size: int, config: str) -> None:
+        if prof is None:
+            return
+        prof.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            prof.wait(60)
+        path = OUT_DIR / f"profile-n{size}-{config}.txt"
+        if path.exists():
+            top = summarize_profile(path.read_text())
+            self.profiles[f"{size}/{config}"] = top
+            log(f"  profile of vramgate ({path.name}), inclusive share of samples: "
+                + ", ".join(f"{k} {v:.0%}" for k, v in list(top.items())[:8]))
+
+    # ----------------------------------------------------------------- admission
+
+    def webhooks_active(self) -> bool:
+        obj = fleet.admission_pod(0, "probe")
+        status, body, _ = self.api.call("POST", f"/api/v1/namespaces/{BENCH_NS}/pods", obj, query={"dryRun": "All"})
+        return status == 201 and "vramgate.io/estimate" in (body["metadata"].get("annotations") or {})
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds vramgate's process has used (user + system), immune to a busy machine."""
+        assert self.gate is not None and self.gate.proc is not None
+        fields = Path(f"/proc/{self.gate.proc.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def admission_seconds(self) -> tuple[float, float]:
+        """vramgate's own time answering AdmissionReviews so far: (seconds, reviews), all webhooks."""
+        assert self.gate is not None
+        m = self.gate.metrics()
+        s = sum(v for (n, _), v in m.items() if n == "vramgate_admission_duration_seconds_sum")
+        c = sum(v for (n, _), v in m.items() if n == "vramgate_admission_duration_seconds_count")
+        return s, c
+
+    def admission(self, size: int) -> list[AdmissionResult]:
+        """Creates at a fixed rate, webhooks off and on in alternating rounds (the machine's drift hits
+        both alike); the first creates of each round are dropped (connections being opened)."""
+        assert self.gate is not None
+        lat: dict[tuple[str, bool], list[float]] = {}
+        server: dict[bool, list[float]] = {False: [0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0]}
+        load = os.getloadavg()[0]
+        kinds = {"/api/v1/namespaces/bench/pods": "Pod", "/apis/apps/v1/namespaces/bench/deployments": "Deployment"}
+        per_round = max(1, self.args.admission // self.args.admission_rounds)
+        for rnd in range(self.args.admission_rounds):
+            for webhooks in (False, True):
+                if webhooks:
+                    self.gate.register()
+                    self.cp.wait_for("webhooks in effect", self.webhooks_active, timeout=30, interval=0.5)
+                else:
+                    self.gate.unregister()
+                    self.cp.wait_for("webhooks gone", lambda: not self.webhooks_active(), timeout=30, interval=0.5)
+                run = f"n{size}-adm{rnd}-{'on' if webhooks else 'off'}"
+                objs: list[tuple[str, dict[str, Any]]] = []
+                for i in range(per_round):
+                    objs.append(("/api/v1/namespaces/bench/pods", fleet.admission_pod(i, run)))
+                    objs.append(("/apis/apps/v1/namespaces/bench/deployments", fleet.admission_deployment(i, run)))
+                s0, c0 = self.admission_seconds()
+                cpu0 = self.cpu_seconds()
+                prof = self.start_profile(size, f"admission{rnd}") if webhooks and rnd == 0 else None
+                sent = sorted(paced(self.api, objs, self.args.admission_rate, threads=8), key=lambda x: x[2])
+                self.stop_profile(prof, size, f"admission{rnd}")
+                s1, c1 = self.admission_seconds()
+                server[webhooks][0] += s1 - s0
+                server[webhooks][1] += c1 - c0
+                server[webhooks][2] += self.cpu_seconds() - cpu0
+                for path, kind in kinds.items():
+                    lat.setdefault((kind, webhooks), []).extend(
+                        [took * 1000 for p, _, _, took in sent if p == path][10:])
+                self.delete_run(run)
+                self.api.call("DELETE", "/apis/apps/v1/namespaces/bench/deployments",
+                              query={"labelSelector": f"{fleet.BENCH_LABEL}={run}"})
+        self.gate.unregister()
+        out = []
+        for (kind, webhooks), values in lat.items():
+            s, c, cpu = server[webhooks]
+            r = AdmissionResult(size, webhooks, kind, len(values), percentile(values, 50), percentile(values, 99),
+                                statistics.fmean(values), s / c * 1000 if c else float("nan"),
+                                cpu / c * 1000 if c else float("nan"), load)
+            out.append(r)
+            log(f"  create {kind:10s} webhooks {'on ' if webhooks else 'off'}: p50 {r.p50_ms:.2f} ms "
+                f"p99 {r.p99_ms:.2f} ms ({r.samples} at {self.args.admission_rate / 2:.0f}/s)"
+                + (f"; vramgate answers a review in {r.review_ms:.2f} ms wall, {r.review_cpu_ms:.2f} ms CPU"
+                   if webhooks else "") + f" (load average {load:.1f})")
+        return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+#: Where vramgate's time goes: the share of py-spy samples whose stack passes through each (inclusive;
+#: a sample can count in several). uvicorn's event loop is under every request, so HTTP is split out
+#: as what costs: the response write (TLS encryption included) and the request parsing.
+PROFILE_BUCKETS = {
+    "extender decision (extender/decide.py)": ("webhook/extender/decide.py",),
+    "ExtenderArgs decode (wire.parse_args)": ("parse_args (",),
+    "admission decision (admission/)": ("webhook/admission/",),
+    "inventory watch thread (nodecache)": ("KubeInventory._run (",),
+    "response write (uvicorn send, TLS)": ("RequestResponseCycle.send (",),
+    "request read (httptools, body)": ("HttpToolsProtocol.", "read_body ("),
+    "controller + leader": ("webhook/controller.py", "webhook/leader.py"),
+    "metrics": ("prometheus_client/",),
+}
+
+
+def summarize_profile(raw: str) -> dict[str, float]:
+    """Inclusive share of py-spy samples (``-f raw`` folded stacks) whose stack touches each bucket."""
+    total = 0
+    hits = dict.fromkeys(PROFILE_BUCKETS, 0)
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        for bucket, needles in PROFILE_BUCKETS.items():
+            if any(needle in f for f in frames for needle in needles):
+                hits[bucket] += n
+    return {k: v / total for k, v in hits.items()} if total else {}
+
+
+def table(res: Results) -> str:
+    lines = ["", "Scheduler: backlog throughput and paced create→bind latency (same pods, same run)", ""]
+    lines.append("| nodes | configuration | pods/s | ÷ default | bound | unschedulable | paced p50 ms | paced p99 ms "
+                 "| extender filter ms | extender prioritize ms | load avg |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    by = {(r.nodes, r.config): r for r in res.scheduler}
+    for r in res.scheduler:
+        base = by.get((r.nodes, "default"))
+        ratio = r.pods_per_s / base.pods_per_s if base and base.pods_per_s else float("nan")
+        ext = (f"{r.ext_filter_ms:.2f} | {r.ext_prioritize_ms:.2f}" if r.config != "default" else "– | –")
+        lines.append(f"| {r.nodes:,} | {r.config} | {r.pods_per_s:.1f} | {ratio:.2f} | {r.bound} | {r.unschedulable} "
+                     f"| {r.p50_ms:.0f} | {r.p99_ms:.0f} | {ext} | {r.load:.1f} |")
+    lines += ["", "API server create latency (client side, kept-alive HTTPS, paced)", ""]
+    lines.append("| nodes | kind | webhooks | samples | p50 ms | p99 ms | mean ms | p99 added ms "
+                 "| vramgate ms per review (wall / CPU) | load avg |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    adm = {(a.nodes, a.kind, a.webhooks): a for a in res.admission}
+    for a in res.admission:
+        off = adm.get((a.nodes, a.kind, False))
+        added = f"{a.p99_ms - off.p99_ms:+.1f}" if a.webhooks and off else "–"
+        review = f"{a.review_ms:.2f} / {a.review_cpu_ms:.2f}" if a.webhooks else "–"
+        lines.append(f"| {a.nodes:,} | {a.kind} | {'on' if a.webhooks else 'off'} | {a.samples} | {a.p50_ms:.2f} "
+                     f"| {a.p99_ms:.2f} | {a.mean_ms:.2f} | {added} | {review} | {a.load:.1f} |")
+    return "\n".join(lines)
+
+
+def final_line(res: Results) -> str:
+    size = max(res.sizes)
+    by = {(r.nodes, r.config): r for r in res.scheduler}
+    base, ext = by.get((size, "default")), by.get((size, "extender-cache"))
+    ratio = ext.pods_per_s / base.pods_per_s if base and ext and base.pods_per_s else float("nan")
+    adm = {(a.nodes, a.kind, a.webhooks): a for a in res.admission}
+    on, off = adm.get((size, "Pod", True)), adm.get((size, "Pod", False))
+    added = on.p99_ms - off.p99_ms if on and off else float("nan")
+    return f"bench-cluster: {size} nodes: extender/default throughput {ratio:.2f}, webhook create p99 {added:+.1f} ms"
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the control plane, KWOK and vramgate on the way out
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000,2000,5000", help="fleet sizes, ascending (the fleet grows)")
+    p.add_argument("--pods", type=int, default=400, help="backlog pods per configuration")
+    p.add_argument("--nodelist-pods", type=int, default=150,
+                   help="backlog pods for nodeCacheCapable: false (it binds a few pods a second at scale)")
+    p.add_argument("--paced", type=int, default=150, help="paced pods per configuration")
+    p.add_argument("--rate", type=float, default=15.0, help="paced pods a second")
+    p.add_argument("--admission", type=int, default=300, help="Pods and Deployments each, per webhook state")
+    p.add_argument("--admission-rounds", type=int, default=3, help="alternating off/on rounds")
+    p.add_argument("--admission-rate", type=float, default=40.0, help="creates a second (Pods + Deployments)")
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--profile", action="store_true", help="py-spy vramgate during the extender backlogs")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds for one configuration's pods to settle")
+    p.add_argument("--phases", default="scheduler,admission", help="which phases to run")
+    p.add_argument("--plot", default="", help="write the PNG plot here")
+    p.add_argument("--json", default="", help="results JSON (default bench/out/cluster-<time>.json)")
+    args = p.parse_args(argv)
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    phases = set(args.phases.split(","))
+    res = Results(time.strftime("%Y-%m-%d %H:%M:%S"), f"{os.cpu_count()} CPUs, {os.uname().machine}", sizes)
+    out = Path(args.json) if args.json else OUT_DIR / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        out.write_text(json.dumps(asdict(res), indent=2))
+
+    try:
+        with Bench(args) as bench:
+            for size in sizes:
+                res.fleet_seconds[str(size)] = bench.grow(size)
+                for config in CONFIGS if "scheduler" in phases else ():
+                    res.scheduler.append(bench.schedule(size, config))
+                    save()
+                if "admission" in phases:
+                    res.admission += bench.admission(size)
+                res.profiles = bench.profiles
+                save()
+    except (Exception, KeyboardInterrupt) as exc:  # report what was measured before the failure
+        res.notes.append(f"stopped early: {type(exc).__name__}: {str(exc)[:500]}")
+        log(res.notes[-1])
+        save()
+        if not res.scheduler and not res.admission:
+            raise
+    print(table(res))
+    print(f"\nresults: {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}")
+    if args.plot:
+        from bench.cluster.plot import plot
+
+        plot(asdict(res), Path(args.plot))
+        print(f"plot: {args.plot}")
+    print(final_line(res))
+    return 0 if not res.notes else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The bench-cluster fleet and report (``make bench-cluster``): what vramgate's inventory reads from the
+simulated nodes, the pod mix, and the summary line the issue fixes. No cluster needed."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from bench.cluster import fleet
+from bench.cluster.kube import percentile
+from bench.cluster.run import AdmissionResult, Results, SchedResult, final_line, table
+from webhook.config import Config
+from webhook.nodecache import InventoryState
+
+
+def _ready(node: dict) -> dict:
+    """The node as KWOK's node-initialize stage leaves it: Ready, with a uid and resourceVersion."""
+    n = copy.deepcopy(node)
+    n["metadata"].update({"uid": f"uid-{n['metadata']['name']}", "resourceVersion": "10"})
+    n["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": ""}]
+    return n
+
+
+def test_fleet_is_stable_and_grows_by_appending() -> None:
+    assert fleet.node_object(123) == fleet.node_object(123)
+    names = [fleet.node_object(i)["metadata"]["name"] for i in range(5000)]
+    assert len(set(names)) == 5000
+    cidrs = {fleet.node_object(i)["spec"]["podCIDR"] for i in range(5000)}
+    assert len(cidrs) == 5000
+
+
+def test_fleet_shapes_read_by_the_inventory() -> None:
+    nodes = [_ready(fleet.node_object(i)) for i in range(1000)]
+    state = InventoryState(Config())
+    state.relist("Node", nodes, "100")
+    state.relist("Pod", [], "100")
+    state.relist("Namespace", [], "100")
+    snap = state.snapshot()
+    gpu = {n.name: n for n in snap.gpu_nodes()}
+    cpu_share = 1 - len(gpu) / len(nodes)
+    assert 0.05 < cpu_share < 0.15
+    products = {n.product for n in gpu.values()}
+    assert len(products) >= 6
+    mig = [n for n in gpu.values() if n.mig == "single"]
+    assert mig and all(n.vram_mib <= 10 * 1024 for n in mig)  # a 1g.10gb slice, not the 80 GB card
+    shared = [n for n in gpu.values() if n.replicas == 4]
+    assert shared and all(n.vram_mib == 23028 // 4 for n in shared)
+    assert any(n.allocatable < n.capacity for n in gpu.values())  # some devices taken out by the plugin
+
+
+def test_existing_pods_occupy_half_a_node() -> None:
+    node = fleet.node_object(next(i for i in range(100) if fleet.gpu_devices(fleet.node_object(i)) >= 8))
+    pod = fleet.existing_pod(node, 0)
+    assert pod["spec"]["nodeName"] == node["metadata"]["name"]
+    assert int(pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"]) == fleet.gpu_devices(node) // 2
+
+
+def test_bench_pods_are_the_same_mix_for_every_configuration() -> None:
+    a = fleet.bench_pods(500, "default-scheduler", "r")
+    b = fleet.bench_pods(500, "vramgate-scheduler", "r")
+    assert [p["metadata"]["labels"]["shape"] for p in a] == [p["metadata"]["labels"]["shape"] for p in b]
+    shapes = {p["metadata"]["labels"]["shape"] for p in a}
+    assert {"small", "large", "tp4", "tp8"} <= shapes
+    assert all(p["spec"]["schedulerName"] == "vramgate-scheduler" for p in b)
+    assert len({p["metadata"]["name"] for p in a}) == 500
+
+
+def test_percentile_nearest_rank() -> None:
+    values = list(range(1, 101))
+    assert percentile(values, 50) == 50
+    assert percentile(values, 99) == 99
+    assert percentile(values, 100) == 100
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) != percentile([], 50)  # NaN
+
+
+def test_final_line_and_table() -> None:
+    res = Results("t", "2 CPUs", [1000, 5000])
+    for nodes, rate in ((1000, 200.0), (5000, 100.0)):
+        res.scheduler.append(SchedResult(nodes, "default", 500, 495, 5, rate, 15, 150, 20, 40, 2.0))
+        res.scheduler.append(SchedResult(nodes, "extender-cache", 500, 490, 10, rate * 0.83, 15, 150, 25, 60, 2.0,
+                                         1.2, 1.1, 500))
+        res.admission.append(AdmissionResult(nodes, False, "Pod", 180, 3.0, 6.0, 3.2))
+        res.admission.append(AdmissionResult(nodes, True, "Pod", 180, 4.0, 7.4, 4.2))
+    line = final_line(res)
+    assert line == "bench-cluster: 5000 nodes: extender/default throughput 0.83, webhook create p99 +1.4 ms"
+    assert re.fullmatch(r"bench-cluster: \d+ nodes: extender/default throughput \d\.\d\d, "
+                        r"webhook create p99 [+-]\d+\.\d ms", line)
+    text = table(res)
+    assert "| 5,000 | extender-cache | 83.0 | 0.83 |" in text
+    assert "| 5,000 | Pod | on | 180 | 4.00 | 7.40 | 4.20 | +1.4 | nan / nan | nan |" in text

@@ -14,11 +14,11 @@ from ..vram import Estimate, EstimateRequest
 from ..vram import estimate as generic_estimate
 from ..vram import max_context as vram_max_context
 from . import llamacpp, nim, ollama, sglang, tgi, trainers, vllm
-from .base import Found, Settings, Version, format_version, parse_version
+from .base import Found, Settings, Version, parse_version
 from .cmdline import Command, commands_of, container_env
 
 __all__ = [
-    "ENGINES", "ContainerReading", "Found", "Settings", "Version", "estimate", "format_version", "max_context",
+    "ENGINES", "ContainerReading", "Found", "Settings", "Version", "estimate", "max_context",
     "parse_version", "read_container", "suggest",
 ]
 

@@ -83,10 +83,6 @@ def parse_version(text: str) -> Version | None:
     return tuple(int(g) for g in match.groups() if g is not None) if match else None
 
 
-def format_version(version: Version | None) -> str:
-    return ".".join(str(v) for v in version) if version else "newest"
-
-
 def read_settings(
     settings: Settings,
     table: Mapping[str, Setting],

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from ..catalog import ModelSpec
 from ..precision import kv_bytes
 from ..vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
-from .base import Found, Setting, Settings, Version, find_command, read_settings, version_of
+from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
 from .layers import KVLayout, layout_of
 
@@ -342,12 +342,3 @@ def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, 
     seq_bytes_per_gpu = est.kv_cache_mib / g * MIB
     concurrency = max(0.0, pool_mib) * MIB / seq_bytes_per_gpu if seq_bytes_per_gpu else 0.0
     return pool_mib / 1024, tokens, concurrency
-
-
-def found_int(found: Found | None) -> int | None:
-    if found is None:
-        return None
-    try:
-        return int(float(found.value))
-    except ValueError:
-        return None

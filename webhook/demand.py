@@ -18,6 +18,7 @@ from .engines import (
     ContainerReading,
     Found,
     Settings,
+    engine_env_names,
     estimate,
     lifecycle_commands,
     llamacpp,
@@ -264,8 +265,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     main = _main(readings)
     settings = main.settings or Settings("unknown")
     engine = _engine_of(ann, settings)
-    if main.unknown_env:
-        warnings.append(f"container {main.container.get('name')}: env {', '.join(main.unknown_env)} comes from a "
+    unknown = _relevant_unknown_env(main)
+    if unknown:
+        warnings.append(f"container {main.container.get('name')}: env {', '.join(unknown)} comes from a "
                         "ConfigMap or Secret vramgate cannot read here; values it sets are not known")
 
     workload_found = _annotation(ann, d.A_WORKLOAD)
@@ -412,6 +414,28 @@ def _version(ann: dict[str, str], settings: Settings) -> tuple[int, ...] | None:
             raise DeclarationError(d.A_ENGINE_VERSION, declared, "use a version such as 0.8.5")
         return version
     return settings.version
+
+
+def _relevant_unknown_env(main: ContainerReading) -> list[str]:
+    """Unreadable env (Secrets, ConfigMaps not in view) that could change the estimate.
+
+    A variable the command line refers to, a model variable, or an env twin of the engine's settings;
+    a whole ``envFrom`` source counts only when the engine reads its settings from env. An HF token
+    from a Secret is none of these and is not worth a warning on every apply.
+    """
+    if not main.unknown_env:
+        return []
+    text = " ".join(" ".join(c.words) for c in main.commands) + " " + " ".join(
+        str(t) for key in ("command", "args") for t in (main.container.get(key) or []) if isinstance(t, str))
+    twins = engine_env_names(main.engine) | set(d.MODEL_ENVS)
+    out = []
+    for name in main.unknown_env:
+        if name.startswith("envFrom "):
+            if twins - set(d.MODEL_ENVS) or "$" in text:
+                out.append(name)
+        elif name in twins or f"$({name})" in text or f"${name}" in text or f"${{{name}" in text:
+            out.append(name)
+    return out
 
 
 def _via_env(main: ContainerReading, found: Found) -> str:

@@ -65,3 +65,13 @@ def test_explain_names_every_input(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "input: model: arg vllm serve <model> (via env MODEL_ID) → catalog llama-3.1-70b-instruct" in out
     assert "input: context: arg --max-model-len" in out
     assert "engine: vLLM 0.10.1 V1: the KV pool must hold one 8192-token sequence" in out
+
+
+def test_a_secret_the_engine_does_not_read_is_not_worth_a_warning(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "llm.yaml"
+    path.write_text(MANIFEST.replace("        - secretRef: {name: hf-token}\n", "").replace(
+        "        env:\n", "        env:\n        - name: HF_TOKEN\n          valueFrom: {secretKeyRef: {name: hf, key: t}}\n"))
+    main(["check", "-f", str(path), "--nodes", str(NODES)])
+    out = capsys.readouterr().out
+    assert "HF_TOKEN" not in out

@@ -18,8 +18,17 @@ from .base import Found, Settings, Version, parse_version
 from .cmdline import Command, commands_of, container_env
 
 __all__ = [
-    "ENGINES", "ContainerReading", "Found", "Settings", "Version", "estimate", "max_context",
-    "parse_version", "read_container", "suggest",
+    "ENGINES",
+    "ContainerReading",
+    "Found",
+    "Settings",
+    "Version",
+    "engine_env_names",
+    "estimate",
+    "max_context",
+    "parse_version",
+    "read_container",
+    "suggest",
 ]
 
 ENGINES = ("vllm", "sglang", "tgi", "llama.cpp", "ollama", "nim", "trainer")
@@ -90,6 +99,18 @@ def _read_container(container: dict[str, Any], pod_commands: Sequence[Command],
         or trainers.read(image, commands, env)
     )
     return ContainerReading(container, env, commands, settings, unknown)
+
+
+_SETTING_TABLES = {"vllm": vllm.SETTINGS, "sglang": sglang.SETTINGS, "tgi": tgi.SETTINGS,
+                   "llama.cpp": llamacpp.SETTINGS, "ollama": ollama.SETTINGS, "nim": nim.SETTINGS,
+                   "trainer": trainers.SETTINGS}
+
+
+@lru_cache(maxsize=16)
+def engine_env_names(engine: str | None) -> frozenset[str]:
+    """The env variables an engine reads its settings from (TGI's twins, ``LLAMA_ARG_*``, ``OLLAMA_*`` …)."""
+    table = _SETTING_TABLES.get(engine or "", {})
+    return frozenset(name for setting in table.values() for name in setting.envs)
 
 
 def lifecycle_commands(pod_spec: Mapping[str, Any]) -> list[Command]:

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup serve test unit e2e e2e-bin lint bench bench-cluster kwok-bin chart clean browser screenshots
+.PHONY: all setup serve test unit e2e e2e-bin lint bench bench-cluster kwok-bin chart clean browser screenshots demo
 
 all: test
 
@@ -40,6 +40,10 @@ e2e: $(STAMP) e2e-bin chart
 lint: $(STAMP)
 	$(BIN)/ruff check webhook tests bench
 	$(BIN)/mypy
+
+## demo: the e2e control plane with the bundled GPU nodes and vramgate registered from the chart, until Ctrl-C
+demo: $(STAMP) e2e-bin chart
+	$(BIN)/python -m tests.e2e.demo
 
 ## browser: Debian's Chromium and its driver for the status page's browser test (as root; CI runs it)
 browser:

@@ -70,8 +70,9 @@ def test_explain_names_every_input(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_a_secret_the_engine_does_not_read_is_not_worth_a_warning(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "llm.yaml"
+    token = "        - name: HF_TOKEN\n          valueFrom: {secretKeyRef: {name: hf, key: t}}\n"
     path.write_text(MANIFEST.replace("        - secretRef: {name: hf-token}\n", "").replace(
-        "        env:\n", "        env:\n        - name: HF_TOKEN\n          valueFrom: {secretKeyRef: {name: hf, key: t}}\n"))
+        "        env:\n", "        env:\n" + token))
     main(["check", "-f", str(path), "--nodes", str(NODES)])
     out = capsys.readouterr().out
     assert "HF_TOKEN" not in out

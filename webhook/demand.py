@@ -15,6 +15,7 @@ from .config import Config, PlacementMode
 from .cuda import CudaVersion, cuda_from_image, parse_cuda
 from .engines import (
     ENGINES,
+    ConfigMapLookup,
     ContainerReading,
     Found,
     Settings,
@@ -32,6 +33,7 @@ from .engines import vllm as vllm_engine
 from .engines.base import parse_version
 from .engines.cmdline import Command
 from .engines.identity import identify
+from .kinds.view import is_placeholder
 from .precision import ACCEPTED as PRECISIONS_ACCEPTED
 from .precision import PRECISIONS, canonical, is_kv_dtype
 from .quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
@@ -42,8 +44,6 @@ from .workload import PodView, WorkloadError
 UNKNOWN_MODEL_CONTEXT = 4096
 # Sequence length a training run uses when nothing declares one (LLaMA-Factory's cutoff_len default).
 TRAINING_CONTEXT = 2048
-ConfigMapLookup = Any  # Callable[[str, str], str | None]; kept loose for the adapters
-_PLACEHOLDER = re.compile(r"^\s*(\$\{?[A-Za-z_]\w*\}?|\{\{.*\}\}|<[^>]+>|[A-Z][A-Z0-9]*(_[A-Z0-9]+)+)\s*$")
 
 
 _NO_DRA = DraView()
@@ -129,7 +129,7 @@ def _gpu_count(container: dict[str, Any], resource: str, where: str) -> int:
             try:
                 count = int(str(raw))
             except ValueError:
-                if isinstance(raw, str) and _PLACEHOLDER.search(raw):
+                if isinstance(raw, str) and is_placeholder(raw):
                     return 1  # an unfilled template value (`$GPU_PER_NODE`): at least one GPU, size unknown
                 raise DeclarationError(f"{where} {key}[{resource}]", str(raw), "use a whole number") from None
             if count < 0:
@@ -221,7 +221,7 @@ def _int_setting(s: Settings, key: str) -> int | None:
 
 
 def _unresolved(value: str) -> bool:
-    return "$(" in value or "${" in value or bool(_PLACEHOLDER.search(value))
+    return "$(" in value or "${" in value or is_placeholder(value)
 
 
 def _main(readings: list[ContainerReading]) -> ContainerReading:
@@ -425,8 +425,7 @@ def _relevant_unknown_env(main: ContainerReading) -> list[str]:
     """
     if not main.unknown_env:
         return []
-    text = " ".join(" ".join(c.words) for c in main.commands) + " " + " ".join(
-        str(t) for key in ("command", "args") for t in (main.container.get(key) or []) if isinstance(t, str))
+    text = " ".join(" ".join(c.words) for c in main.commands) + " " + main.command_text
     twins = engine_env_names(main.engine) | set(d.MODEL_ENVS)
     out = []
     for name in main.unknown_env:
@@ -442,8 +441,9 @@ def _via_env(main: ContainerReading, found: Found) -> str:
     """`` (via $(MODEL_ID))`` when the value reached the command line from an env variable."""
     if found.source.startswith("env") or found.source.startswith("vramgate.io/"):
         return ""
-    text = " ".join(str(t) for key in ("command", "args") for t in (main.container.get(key) or [])
-                    if isinstance(t, str))
+    text = main.command_text
+    if "$" not in text:
+        return ""
     for name, value in main.env.items():
         if value == found.value and (f"$({name})" in text or f"${name}" in text or f"${{{name}" in text):
             return f" (via env {name})"

@@ -30,23 +30,6 @@ def expected() -> dict[str, Any]:
     return dict(yaml.safe_load((HERE / "expected.yaml").read_text())["files"])
 
 
-def configmap_lookup(objects: list[dict[str, Any]]) -> Any:
-    """ConfigMaps in the same file, as `vramgate check -f` resolves env from them."""
-    maps = {str(o.get("metadata", {}).get("name")): o.get("data") or {}
-            for o in objects if o.get("kind") == "ConfigMap"}
-
-    def lookup(name: str, key: str) -> str | None:
-        data = maps.get(name)
-        if data is None:
-            return None
-        if key == "*":
-            return "\n".join(f"{k}={v}" for k, v in data.items())
-        value = data.get(key)
-        return str(value) if value is not None else None
-
-    return lookup
-
-
 @dataclass(frozen=True)
 class Reading:
     """One role's demand beside what a careful reader of the manifest expects."""
@@ -119,8 +102,8 @@ def readings() -> list[Reading]:
     catalog = builtin_catalog()
     for file, entry in expected().items():
         objects = load_file(HERE / file)
-        lookup = configmap_lookup(objects)
         runtimes = Runtimes.of(objects)
+        lookup = runtimes.configmap  # as `vramgate check -f` resolves env from ConfigMaps in its files
         for wl in entry.get("workloads") or []:
             obj = next((o for o in objects if o.get("kind") == wl["kind"]
                         and (o.get("metadata") or {}).get("name") == wl["name"]), None)

@@ -51,6 +51,7 @@ class ContainerReading:
     commands: list[Command]
     settings: Settings | None
     unknown_env: list[str] = field(default_factory=list)
+    command_text: str = ""  # command and args as written (before expansion), for "via env NAME" and warnings
 
     @property
     def engine(self) -> str | None:
@@ -98,7 +99,9 @@ def _read_container(container: dict[str, Any], pod_commands: Sequence[Command],
         or nim.read(image, commands, env)
         or trainers.read(image, commands, env)
     )
-    return ContainerReading(container, env, commands, settings, unknown)
+    parts = [container.get("command"), container.get("args")]
+    text = " ".join(str(t) for part in parts if isinstance(part, list) for t in part if isinstance(t, str))
+    return ContainerReading(container, env, commands, settings, unknown, text)
 
 
 _SETTING_TABLES = {"vllm": vllm.SETTINGS, "sglang": sglang.SETTINGS, "tgi": tgi.SETTINGS,

@@ -131,6 +131,11 @@ def dig(obj: Any, path: tuple[str, ...]) -> Any:
 _PLACEHOLDER = re.compile(r"^\s*(\$\{?[A-Za-z_]\w*\}?|\{\{.*\}\}|<[^>]+>|[A-Z][A-Z0-9]*(_[A-Z0-9]+)+)\s*$")
 
 
+def is_placeholder(value: str) -> bool:
+    """A template value left unfilled in published YAML: ``$NUM_NODES``, ``{{ .Replicas }}``, ``<N>``, ``GPU_COUNT``."""
+    return bool(_PLACEHOLDER.search(value))
+
+
 def count(value: Any, default: int, where: str, minimum: int = 0) -> int:
     """A replica or size field: a whole number ≥ minimum (``default`` when absent), else WorkloadError."""
     if value is None:
@@ -140,7 +145,7 @@ def count(value: Any, default: int, where: str, minimum: int = 0) -> int:
     try:
         n = int(value)
     except ValueError:
-        if isinstance(value, str) and _PLACEHOLDER.search(value):
+        if isinstance(value, str) and is_placeholder(value):
             return default  # a template left unfilled in published YAML (`$NUM_NODES`, `{{ .Replicas }}`)
         raise WorkloadError(f"{where} must be a whole number, not {value!r}") from None
     if n < minimum:

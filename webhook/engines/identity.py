@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..catalog import Catalog, ModelSpec
 from ..declaration import quant_in_model_id
@@ -37,8 +38,13 @@ def _strip(reference: str) -> str:
     return text.rstrip("/")
 
 
+@lru_cache(maxsize=2048)
 def identify(catalog: Catalog, reference: str, engine: str | None = None) -> Identity:
-    """Resolve a model reference as engines and people write it; never raises."""
+    """Resolve a model reference as engines and people write it; never raises.
+
+    Cached per catalog (catalogs are immutable; a reloaded config builds a new one): admission asks for
+    the same few references over and over.
+    """
     name = _strip(reference)
     quant = quant_in_model_id(name)
     resolve = getattr(catalog, "resolve", None)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the e2e control-plane binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, etcd) from the upstream Go modules pinned in
+# kube-scheduler, kubectl, kubelet, kube-proxy, etcd, crictl) from the upstream Go modules pinned in
 # tests/e2e/k8s/go.mod and tests/e2e/etcd/go.mod.
 #
 # Idempotent: only missing binaries are built. Output goes to
@@ -41,7 +41,7 @@ t_all=$(now)
 echo "build.sh: kubernetes $KUBE_VERSION, etcd $ETCD_VERSION -> $bin_dir ($(go version | awk '{print $3}'), -p $par)"
 
 # ---- Kubernetes -------------------------------------------------------------
-k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 missing=()
 for b in "${k8s_cmds[@]}"; do
   if [[ $force == 1 || ! -x "$bin_dir/$b" ]]; then missing+=("$b"); fi
@@ -67,6 +67,17 @@ if ((${#missing[@]})); then
   echo "build.sh: kubernetes binaries built in $(( $(now) - t0 ))s"
 else
   echo "build.sh: kubernetes binaries present, nothing to do"
+fi
+
+# ---- crictl (the real-node suite removes its pods through the CRI) --------------------------
+CRICTL_VERSION=v1.37.0
+if [[ $force == 1 || ! -x "$bin_dir/crictl" ]]; then
+  echo "build.sh: building crictl $CRICTL_VERSION ..."
+  t0=$(now)
+  GOBIN="$bin_dir" go install -ldflags "-s -w" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+  echo "build.sh: crictl built in $(( $(now) - t0 ))s"
+else
+  echo "build.sh: crictl present, nothing to do"
 fi
 
 # ---- etcd -------------------------------------------------------------------

@@ -155,8 +155,10 @@ class Pki:
     clients: dict[str, tuple[Path, Path]] = field(default_factory=dict)
 
 
-def make_pki(directory: Path) -> Pki:
-    """CA, apiserver serving cert, client certs and the service-account key pair."""
+def make_pki(directory: Path, address: str = "127.0.0.1") -> Pki:
+    """CA, apiserver serving cert, client certs and the service-account key pair.
+
+    ``address`` is the apiserver's bind address, added to its serving cert's SANs."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -269,7 +271,8 @@ def make_pki(directory: Path) -> Pki:
         "kubernetes.default.svc.cluster.local",
     ]
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
-    sans += [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")), x509.IPAddress(service_ip)]
+    ips = {ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv4Address(address), service_ip}
+    sans += [x509.IPAddress(ip) for ip in sorted(ips)]
     key, cert = leaf(name("kube-apiserver"), [ExtendedKeyUsageOID.SERVER_AUTH], sans)
     write_cert(pki.serving_crt, cert)
     write_key(pki.serving_key, key)
@@ -279,6 +282,8 @@ def make_pki(directory: Path) -> Pki:
         ("kube-controller-manager", "system:kube-controller-manager", None),
         ("kube-scheduler", "system:kube-scheduler", None),
         ("front-proxy-client", "front-proxy-client", None),
+        # kube-apiserver -> kubelet (logs, exec); bound to system:kubelet-api-admin by RBAC's defaults.
+        ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"),
     ):
         key, cert = leaf(name(cn, org), [ExtendedKeyUsageOID.CLIENT_AUTH])
         crt_path, key_path = directory / f"{ident}.crt", directory / f"{ident}.key"
@@ -367,7 +372,13 @@ class ControlPlane:
     ``client_key`` (admin), ``tmpdir``, ``logs_dir``, ``bin_dir``, ``version``.
     """
 
-    def __init__(self, tmpdir: Path | None = None, logs_dir: Path | None = None, binaries: Path | None = None) -> None:
+    def __init__(
+        self,
+        tmpdir: Path | None = None,
+        logs_dir: Path | None = None,
+        binaries: Path | None = None,
+        address: str = "127.0.0.1",
+    ) -> None:
         self.bin_dir = binaries or bin_dir()
         missing = missing_binaries(self.bin_dir)
         if missing:
@@ -387,6 +398,14 @@ class ControlPlane:
         self.client_cert: Path
         self.client_key: Path
         self.ports: dict[str, int] = {}
+        #: Where kube-apiserver binds and what it advertises. Loopback (the default) serves the
+        #: suite's API-only nodes; a real node's pods need an address they can route to (the
+        #: ``kubernetes`` Service's endpoint), see tests/e2e/node/host.py.
+        self.address = address
+
+    @property
+    def loopback(self) -> bool:
+        return ipaddress.ip_address(self.address).is_loopback
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -394,11 +413,11 @@ class ControlPlane:
         t0 = time.monotonic()
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self.pki = make_pki(self.tmpdir / "pki")
+            self.pki = make_pki(self.tmpdir / "pki", self.address)
             self.ca = self.pki.ca_crt
             self.client_cert, self.client_key = self.pki.clients["admin"]
             self.ports = {k: free_port() for k in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler")}
-            self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
+            self.server = f"https://{self.address}:{self.ports['apiserver']}"
             self.kubeconfig = write_kubeconfig(
                 self.tmpdir / "admin.kubeconfig",
                 self.server,
@@ -473,15 +492,26 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         pki = self.pki
+        if self.loopback:
+            # A loopback advertise address is refused by the endpoint reconcilers; the
+            # `kubernetes` Service then has no endpoints, which nothing here needs.
+            where = ["--endpoint-reconciler-type=none"]
+        else:
+            # A real node: pods reach the API server through the `kubernetes` Service, whose
+            # endpoint is this address; logs/exec go to the kubelet by its InternalIP.
+            crt, key = pki.clients["apiserver-kubelet-client"]
+            where = [
+                f"--kubelet-client-certificate={crt}",
+                f"--kubelet-client-key={key}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
+            ]
         self._spawn(
             "kube-apiserver",
             [
                 f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                # A loopback advertise address is refused by the endpoint reconcilers; the
-                # `kubernetes` Service then has no endpoints, which nothing here needs.
-                "--endpoint-reconciler-type=none",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
+                *where,
                 f"--secure-port={self.ports['apiserver']}",
                 f"--cert-dir={self.tmpdir / 'apiserver-certs'}",
                 f"--tls-cert-file={pki.serving_crt}",
@@ -672,7 +702,7 @@ class ControlPlane:
         if data is not None:
             headers["Content-Type"] = content_type
         conn = http.client.HTTPSConnection(
-            "127.0.0.1", self.ports["apiserver"], timeout=timeout, context=self.ssl_context()
+            self.address, self.ports["apiserver"], timeout=timeout, context=self.ssl_context()
         )
         try:
             conn.request(method, path, body=data, headers=headers)

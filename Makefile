@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all setup serve test unit e2e e2e-bin lint bench bench-cluster kwok-bin chart clean browser screenshots demo
+.PHONY: all setup serve test unit e2e e2e-bin e2e-node node-deps node-images lint bench bench-cluster kwok-bin chart clean browser screenshots demo
 
 all: test
 
@@ -20,8 +20,9 @@ setup: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/vramgate serve --dev --nodes examples/cluster.yaml --port 8443
 
-## test: the whole suite — unit, HTTP, chart and end-to-end (builds the control plane on first run)
-test: $(STAMP) e2e-bin chart browser
+## test: the whole suite — unit, HTTP, chart, end-to-end and the chart on a real node (builds the control
+## plane, kubelet and the images on first run; installs the node's Debian packages as root)
+test: $(STAMP) e2e-bin chart browser node-images
 	$(BIN)/pytest tests -q
 
 unit: $(STAMP)
@@ -35,7 +36,21 @@ chart:
 	bash tests/chart/install_helm.sh
 
 e2e: $(STAMP) e2e-bin chart
-	$(BIN)/pytest tests/e2e -q -m e2e
+	$(BIN)/pytest tests/e2e -q -m "e2e and not e2e_node"
+
+## node-deps: Debian's containerd, runc, CNI plugins, iptables/nftables, buildah, mmdebstrap (as root)
+NODE_DEBS := containerd runc containernetworking-plugins iptables nftables buildah mmdebstrap gcc libc6-dev
+node-deps:
+	@missing=$$(for p in $(NODE_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; fi
+
+## node-images: the vramgate image from the Dockerfile (buildah, Debian python base), kube-scheduler and pause
+node-images: node-deps e2e-bin
+	bash tests/e2e/node/build_images.sh
+
+## e2e-node: only the real-node scenarios (helm install on kubelet + containerd)
+e2e-node: $(STAMP) chart node-images
+	$(BIN)/pytest tests/e2e/node -q -m e2e_node
 
 lint: $(STAMP)
 	$(BIN)/ruff check webhook tests bench

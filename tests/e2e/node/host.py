@@ -454,7 +454,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 """
         (d / "containerd.toml").write_text(cfg)
         self._spawn("containerd", ["containerd", "--config", str(d / "containerd.toml")])
-        self.cp.wait_for("containerd socket", lambda: self._ctr("version", check=False).returncode == 0, timeout=timeout)
+        self.cp.wait_for(
+            "containerd socket", lambda: self._ctr("version", check=False).returncode == 0, timeout=timeout
+        )
 
     def cni_config(self) -> dict[str, Any]:
         """The pod network: one bridge, host-local IPAM, no masquerading, hairpin for Service loops."""

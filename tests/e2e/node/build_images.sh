@@ -107,6 +107,8 @@ if ! fresh vramgate "$k"; then
   echo "build_images.sh: vramgate image built in $(( $(now) - t0 ))s"
 fi
 
+"${B[@]}" rmi --prune >/dev/null 2>&1 || true  # earlier builds' untagged layers
+
 cat > "$out/images.env" <<ENV
 PAUSE_REF=$PAUSE_REF
 SCHEDULER_REF=$SCHED_REF

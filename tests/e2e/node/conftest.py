@@ -1,7 +1,7 @@
 """Fixtures for the real-node suite: a control plane on a routable address, a real node, the chart installed by helm.
 
 Fixtures
-  node_cluster  (session)  :class:`NodeCluster`: the control plane bound to host.ADDRESS, the real
+  node_cluster  (module)   :class:`NodeCluster`: the control plane bound to host.ADDRESS, the real
                            node (containerd + kubelet + kube-proxy), and the GPU nodes of
                            examples/cluster.yaml created through the API (tainted nvidia.com/gpu, so
                            the chart's own pods land on the real, CPU-only node)
@@ -112,7 +112,9 @@ def install_args(*extra: str) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="session")
+# Module scope: torn down before the rest of the suite runs, so the real node's pods and the second
+# control plane do not compete with it for the two cores.
+@pytest.fixture(scope="module")
 def node_cluster() -> Iterator[NodeCluster]:
     missing = missing_binaries()
     if missing:

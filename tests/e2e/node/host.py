@@ -240,8 +240,7 @@ def _delete_kube_chains() -> None:
                 _run(cmd, "-t", table, "-X", chain, check=False)
 
 
-def _unmount_under(root: Path) -> None:
-    """Unmount every mount below ``root``, deepest first (overlay rootfs, tmpfs volumes, shm)."""
+def _mounts_under(root: Path) -> list[str]:
     prefix = str(root.resolve())
     mounts = []
     with open("/proc/self/mountinfo") as f:
@@ -249,12 +248,18 @@ def _unmount_under(root: Path) -> None:
             point = line.split()[4].replace("\\040", " ")
             if point == prefix or point.startswith(prefix + "/"):
                 mounts.append(point)
-    for point in sorted(set(mounts), key=len, reverse=True):
+    return sorted(set(mounts), key=len, reverse=True)
+
+
+def _unmount_under(root: Path) -> None:
+    """Unmount every mount below ``root``, deepest first (overlay rootfs, tmpfs volumes, shm)."""
+    for point in _mounts_under(root):
         subprocess.run(["umount", "-l", point], capture_output=True)
 
 
-def _kill_matching(needle: str) -> None:
-    """SIGKILL every process whose command line contains ``needle`` (containerd shims)."""
+def _matching(needle: str) -> list[int]:
+    """PIDs whose command line contains ``needle``."""
+    pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -263,8 +268,15 @@ def _kill_matching(needle: str) -> None:
         except OSError:
             continue
         if needle in cmdline:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(proc.name), signal.SIGKILL)
+            pids.append(int(proc.name))
+    return pids
+
+
+def _kill_matching(needle: str) -> None:
+    """SIGKILL every process whose command line contains ``needle`` (containerd shims)."""
+    for pid in _matching(needle):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 # --------------------------------------------------------------------------- certificates
@@ -394,6 +406,11 @@ class RealNode:
         _unmount_under(self.dir)
         _run("ip", "link", "del", BRIDGE, check=False)
         left = self.host.restore()
+        time.sleep(0.2)  # SIGKILLed shims are reaped by init
+        left += [f"process {pid} (a containerd shim) still runs" for pid in _matching(f"-address {self.sock}")]
+        left += [f"{p} still mounted" for p in _mounts_under(self.dir)]
+        if Path(f"/sys/class/net/{BRIDGE}").exists():
+            left.append(f"bridge {BRIDGE} still exists")
         shutil.rmtree(self.dir, ignore_errors=True)
         return left
 

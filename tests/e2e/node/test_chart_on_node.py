@@ -97,6 +97,16 @@ def test_helm_install_runs_every_component_on_the_real_node(release: NodeCluster
     # The hook Jobs are deleted once they succeed (hook-delete-policy: hook-succeeded).
     jobs = nc.cp.request("GET", f"/apis/batch/v1/namespaces/{RELEASE_NS}/jobs")["items"]
     assert jobs == [], [j["metadata"]["name"] for j in jobs]
+    # The image runs as the chart says: non-root, on a read-only root filesystem, /tmp writable.
+    probe = (
+        "import os,tempfile\n"
+        "try:\n open('/probe','w')\nexcept OSError as e:\n print('ro', e.errno)\n"
+        "print('uid', os.getuid(), os.getgid())\n"
+        "with tempfile.NamedTemporaryFile() as f: print('tmp ok')"
+    )
+    webhook = by_component["webhook"][0]["metadata"]["name"]
+    out = nc.cp.kubectl("exec", "-n", RELEASE_NS, webhook, "--", "python", "-c", probe).stdout.split("\n")
+    assert out[:3] == ["ro 30", "uid 65532 65532", "tmp ok"], out  # 30: EROFS
     # Start time of the image: container start to Ready, recorded for docs/install.md.
     for p in by_component["webhook"]:
         started = _ts(p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
@@ -196,6 +206,31 @@ def test_the_charts_service_accounts_have_least_privilege(release: NodeCluster, 
     # The Secret it serves from, and nothing else in the namespace, is readable by the webhook.
     if component == "webhook":
         assert not can("get", "secrets/other", f"--namespace={RELEASE_NS}")
+
+
+def test_the_pdbs_keep_one_webhook_through_a_drain(release: NodeCluster) -> None:
+    nc = release
+    pods = [p["metadata"]["name"] for p in nc.pods("webhook")]
+    assert len(pods) == 2
+
+    def evict(name: str) -> int:
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": RELEASE_NS},
+        }
+        try:
+            nc.cp.request("POST", f"/api/v1/namespaces/{RELEASE_NS}/pods/{name}/eviction", body, ok=(201,))
+        except ApiError as e:
+            return e.status
+        return 201
+
+    # What `kubectl drain` does: the first eviction goes through, the second waits on the PDB.
+    assert evict(pods[0]) == 201
+    assert evict(pods[1]) == 429
+    nc.wait_release_ready()
+    assert evict(pods[1]) == 201
+    nc.wait_release_ready()
 
 
 def test_killing_the_active_controller_pod_fails_over(release: NodeCluster) -> None:

@@ -136,6 +136,32 @@ def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig:
     return app
 
 
+class CloseWhileDraining:
+    """While draining, every response carries ``Connection: close``.
+
+    kube-apiserver keeps connections to a webhook alive; when uvicorn's shutdown closes one just as
+    a request goes out on it, Go's HTTP client does not retry the POST, and the review is lost (the
+    mutating webhook fails open: an unmutated pod; seen by the real-node e2e during ``helm upgrade``).
+    Closing each connection after its next response during the drain makes the client reconnect,
+    through the Service, to a replica that stays."""
+
+    def __init__(self, app: Any, state: AppState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not self.state.shutting_down:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_closing(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive, send_closing)
+
+
 class _TLSConfig(uvicorn.Config):
     """uvicorn builds its own SSLContext from the files; swap in the reloader's live one (any uvicorn version)."""
 
@@ -184,7 +210,7 @@ def make_server(
     fast = dev and "shutdown_delay_seconds" not in state.config.server.model_fields_set
     graceful = state.config.server.shutdown_timeout_seconds
     config = _TLSConfig(
-        build_app(state, reloader, kubeconfig),
+        CloseWhileDraining(build_app(state, reloader, kubeconfig), state),
         reloader,
         host=host,
         port=port,

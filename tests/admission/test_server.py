@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -63,6 +65,19 @@ def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]
         proc.wait(timeout=10)
 
 
+def connection_header(port: int, ctx: ssl.SSLContext, body: bytes) -> str | None:
+    """The Connection header of a /validate answer on a fresh keep-alive connection."""
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+    try:
+        conn.request("POST", "/validate", body, {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200
+        return r.getheader("connection")
+    finally:
+        conn.close()
+
+
 def test_serve_dev_reload_and_graceful_sigterm(served: tuple[subprocess.Popen[bytes], int, Path]) -> None:
     proc, port, cwd = served
     certs = cwd / "certs"
@@ -78,6 +93,7 @@ def test_serve_dev_reload_and_graceful_sigterm(served: tuple[subprocess.Popen[by
     status, serial, data = request(port, ctx, "POST", "/validate", body)
     assert status == 200 and orjson.loads(data)["response"]["allowed"] is True
     assert serial == serial_of(certs / "tls.crt")
+    assert connection_header(port, ctx, body) is None  # keep-alive while serving
 
     # Rotate: new CA and pair in place; the running process picks them up.
     fresh = make_bundle(["localhost", "127.0.0.1"])
@@ -100,6 +116,8 @@ def test_serve_dev_reload_and_graceful_sigterm(served: tuple[subprocess.Popen[by
     # Draining: not ready any more, but still serving new connections.
     assert request(port, both, path="/readyz")[0] == 503
     assert request(port, both, "POST", "/validate", body)[0] == 200
+    # ... and telling clients to close their keep-alive connections (they reconnect elsewhere).
+    assert connection_header(port, both, body) == "close"
     deadline = time.monotonic() + 10  # past shutdown_delay_seconds the listener closes
     while True:
         try:
@@ -119,7 +137,7 @@ def test_serve_dev_reload_and_graceful_sigterm(served: tuple[subprocess.Popen[by
     assert proc.stderr is not None
     lines = [json.loads(line) for line in proc.stderr.read().decode().splitlines() if line.strip()]
     reviews = [entry for entry in lines if entry.get("msg") == "review"]
-    assert len(reviews) == 3 and all(entry["webhook"] == "validate" for entry in reviews)
+    assert len(reviews) == 5 and all(entry["webhook"] == "validate" for entry in reviews)
     assert any(entry.get("msg") == "TLS certificate reloaded" for entry in lines)
     assert not any("llama-3-8b-instruct" in json.dumps(entry) for entry in lines)
 

@@ -329,10 +329,38 @@ def test_certmanager_injects_ca(render: Render) -> None:
         "vramgate-webhook", f"vramgate-webhook.{NS}", f"vramgate-webhook.{NS}.svc",
         f"vramgate-webhook.{NS}.svc.cluster.local"]
     assert "server auth" in serving["spec"]["usages"]
-    for _, spec in pods(objs):
+    for owner, spec in pods(objs):
+        if owner.startswith("Job/"):
+            continue
         secrets = [vol["secret"]["secretName"] for vol in spec.get("volumes", []) if "secret" in vol]
         assert secrets == [serving["spec"]["secretName"]]
-    assert not find(objs, "Job")
+    # No certificate hooks; only the pre-delete unregister hook.
+    assert [j["metadata"]["name"] for j in find(objs, "Job")] == ["vramgate-unregister"]
+
+
+def test_uninstall_deletes_the_webhook_configurations_first(render: Render) -> None:
+    objs = render({}, namespace=NS)
+    hook = [o for o in objs if o["metadata"].get("annotations", {}).get("helm.sh/hook") == "pre-delete"]
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in hook) == [
+        ("ClusterRole", "vramgate-unregister"), ("ClusterRoleBinding", "vramgate-unregister"),
+        ("Job", "vramgate-unregister"), ("ServiceAccount", "vramgate-unregister")]
+    role = one(objs, "ClusterRole", "vramgate-unregister")
+    assert role["rules"] == [
+        {"apiGroups": ["admissionregistration.k8s.io"], "resources": [f"{k}webhookconfigurations"],
+         "resourceNames": ["vramgate"], "verbs": ["get", "delete"]}
+        for k in ("mutating", "validating")]
+    job = one(objs, "Job", "vramgate-unregister")
+    spec = job["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "vramgate-unregister"
+    c = spec["containers"][0]
+    assert c["command"] == ["python", "-m", "webhook.unregister_job"]
+    assert c["args"][:4] == ["--mutating", "vramgate", "--validating", "vramgate"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    # Off by value, and in url mode (the webhook is outside the cluster and outlives the release).
+    off = render({"webhook": {"unregisterOnUninstall": False}}, namespace=NS)
+    assert "vramgate-unregister" not in [j["metadata"]["name"] for j in find(off, "Job")]
+    url = render(MODES["url"], namespace=NS)
+    assert "vramgate-unregister" not in [j["metadata"]["name"] for j in find(url, "Job")]
 
 
 def test_certmanager_external_issuer(render: Render) -> None:
@@ -594,7 +622,12 @@ def test_no_wildcards(render: Render, mode: str) -> None:
         for rule in o.get("rules", []) if o["kind"] in ("Role", "ClusterRole") else []:
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule.get(field, []), f"{o['kind']}/{o['metadata']['name']} {field}"
-            assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(rule["verbs"])
+            verbs = set(rule["verbs"])
+            if o["metadata"]["name"] == "vramgate-unregister":
+                # The pre-delete hook deletes the two webhook configurations, by name, and nothing else.
+                assert rule["resourceNames"] == ["vramgate"] and verbs == {"get", "delete"}
+                verbs -= {"delete"}
+            assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & verbs
 
 
 def test_least_privilege_per_role(render: Render) -> None:

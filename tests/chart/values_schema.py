@@ -178,6 +178,7 @@ def values_schema() -> Schema:
                 "failurePolicy": obj({"mutating": FAILURE_POLICY, "validating": FAILURE_POLICY}),
                 "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 10},
                 "gpuWorkloadsOnly": BOOL,
+                "unregisterOnUninstall": BOOL,
                 "excludedNamespaces": {"type": "array", "items": STRING},
                 "extraKinds": obj({
                     "enabled": BOOL, "failurePolicy": FAILURE_POLICY, "leaderWorkerSet": BOOL, "kserve": BOOL,

@@ -46,6 +46,44 @@ def gpu_pod(name: str, namespace: str = "default") -> dict[str, Any]:
     }
 
 
+class CreateLoad:
+    """A client creating GPU pods back to back (``?dryRun=All``: admission runs in full, as both
+    webhooks are ``sideEffects: None``, and nothing is stored) while a ``with`` block runs; counts
+    the pods that came back mutated (``admitted``), unmutated, and the refused (``failed``)."""
+
+    def __init__(self, nc: NodeCluster) -> None:
+        self.nc = nc
+        self.counts = {"admitted": 0, "unmutated": 0, "failed": 0}
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            i += 1
+            try:
+                p = self.nc.cp.request(
+                    "POST", "/api/v1/namespaces/default/pods", gpu_pod(f"load-{i}"), query={"dryRun": "All"},
+                    timeout=15,
+                )
+            except ApiError as e:
+                self.counts["failed"] += 1
+                self.errors.append(str(e)[:300])
+                continue
+            key = "admitted" if A_ESTIMATE in (p["metadata"].get("annotations") or {}) else "unmutated"
+            self.counts[key] += 1
+            time.sleep(0.05)
+
+    def __enter__(self) -> CreateLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
 def _ts(value: str) -> dt.datetime:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
@@ -228,8 +266,10 @@ def test_the_pdbs_keep_one_webhook_through_a_drain(release: NodeCluster) -> None
     # What `kubectl drain` does: the first eviction goes through, the second waits on the PDB.
     assert evict(pods[0]) == 201
     assert evict(pods[1]) == 429
+    # Once the replacement is ready (and the disruption controller has counted it), drain's retry
+    # goes through, as `kubectl drain` retries on 429.
     nc.wait_release_ready()
-    assert evict(pods[1]) == 201
+    nc.cp.wait_for("the PDB to allow the second eviction", lambda: evict(pods[1]) == 201, timeout=60, interval=1)
     nc.wait_release_ready()
 
 
@@ -261,33 +301,8 @@ def test_helm_upgrade_rotates_the_cert_and_loses_no_admission(release: NodeClust
     nc = release
     serial_before = _serving_serial(nc)
     ca_before = _ca_bundles(nc)[0]
-    counts = {"admitted": 0, "unmutated": 0, "failed": 0}
-    errors: list[str] = []
-    stop = threading.Event()
-
-    def client() -> None:
-        # dryRun=All: admission runs in full (both webhooks are sideEffects: None), nothing is stored.
-        i = 0
-        while not stop.is_set():
-            i += 1
-            try:
-                p = nc.cp.request(
-                    "POST", "/api/v1/namespaces/default/pods", gpu_pod(f"upgrade-{i}"), query={"dryRun": "All"},
-                    timeout=15,
-                )
-            except ApiError as e:
-                counts["failed"] += 1
-                errors.append(str(e)[:300])
-                continue
-            if A_ESTIMATE in (p["metadata"].get("annotations") or {}):
-                counts["admitted"] += 1
-            else:
-                counts["unmutated"] += 1  # the mutating webhook fails open (Ignore): a lost mutation
-            time.sleep(0.05)
-
-    t = threading.Thread(target=client, daemon=True)
-    t.start()
-    try:
+    load = CreateLoad(nc)
+    with load:
         time.sleep(2)
         # A changed pod annotation rolls every Deployment; a renewal window longer than the installed
         # cert's remaining life (365 days) makes the pre-upgrade hook re-issue it (for 800 days), and the
@@ -299,12 +314,9 @@ def test_helm_upgrade_rotates_the_cert_and_loses_no_admission(release: NodeClust
         ))
         nc.wait_release_ready()
         time.sleep(3)
-    finally:
-        stop.set()
-        t.join(30)
-    nc.transcript["upgrade admissions"] = str(counts)
-    assert counts["admitted"] > 20, counts
-    assert counts["failed"] == 0 and counts["unmutated"] == 0, (counts, errors[:5])
+    nc.transcript["upgrade admissions"] = str(load.counts)
+    assert load.counts["admitted"] > 20, load.counts
+    assert load.counts["failed"] == 0 and load.counts["unmutated"] == 0, (load.counts, load.errors[:5])
     assert _serving_serial(nc) != serial_before
     bundles = _ca_bundles(nc)
     assert all(b == bundles[0] for b in bundles)
@@ -318,7 +330,17 @@ def test_helm_upgrade_rotates_the_cert_and_loses_no_admission(release: NodeClust
 
 def test_helm_uninstall_leaves_no_webhook_configuration_behind(release: NodeCluster) -> None:
     nc = release
-    nc.helm_run("uninstall", RELEASE, "-n", RELEASE_NS, "--wait", "--timeout", "2m")
+    # GPU pods keep being created through the uninstall: each is either judged by vramgate (before
+    # the pre-delete hook removed the webhook configurations) or not sent to it at all (after); none
+    # may be refused because the configurations outlived the pods behind them.
+    load = CreateLoad(nc)
+    with load:
+        time.sleep(1)
+        nc.helm_run("uninstall", RELEASE, "-n", RELEASE_NS, "--wait", "--timeout", "2m")
+        time.sleep(1)
+    nc.transcript["uninstall admissions"] = str(load.counts)
+    assert load.counts["failed"] == 0, (load.counts, load.errors[:5])
+    assert load.counts["admitted"] > 0 and load.counts["unmutated"] > 0, load.counts
     for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
         items = nc.cp.request("GET", f"/apis/admissionregistration.k8s.io/v1/{kind}")["items"]
         assert [i["metadata"]["name"] for i in items] == []

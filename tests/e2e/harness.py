@@ -4,7 +4,8 @@ Runs etcd, kube-apiserver, kube-controller-manager and kube-scheduler, built fro
 upstream Go modules by ``tests/e2e/build.sh``, as child processes on 127.0.0.1 with free
 ports and a temporary directory. There is no kubelet: GPU nodes are created through the
 API (:meth:`ControlPlane.create_gpu_node`) and pods are bound by the real scheduler but
-never run.
+never run. (The real-node suite, tests/e2e/node/, binds the API server to a routable
+address with ``ControlPlane(address=…)`` and adds a kubelet node beside these.)
 
 No kubelet means no node heartbeats, so kube-controller-manager's node-lifecycle
 controller is turned off (``--controllers=*,-node-lifecycle-controller``) and so is the

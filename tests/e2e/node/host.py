@@ -37,8 +37,8 @@ from tests.e2e.harness import REPO_ROOT, ControlPlane, HarnessError, Process, fr
 
 #: The API server's address: on an interface of ours, reachable from pods, not from outside.
 ADDRESS = "10.250.0.1"
-DUMMY = "vgate0"
-DUMMY_PEER = "vgate1"
+HOST_IF = "vgate0"
+HOST_IF_PEER = "vgate1"
 BRIDGE = "vgbr0"
 POD_CIDR = "10.244.0.0/24"
 NODE_NAME = "e2e-node"
@@ -326,18 +326,19 @@ def host_address() -> Iterator[str]:
     """An interface of ours carrying :data:`ADDRESS` for as long as the control plane runs.
 
     A veth pair, not a dummy interface: this VM's kernel has no dummy driver (and no modules)."""
-    if Path(f"/sys/class/net/{DUMMY}").exists():
+    if Path(f"/sys/class/net/{HOST_IF}").exists():
         raise NodeUnavailable(
-            f"interface {DUMMY} already exists (a node suite running, or left by a killed one: `ip link del {DUMMY}`)"
+            f"interface {HOST_IF} already exists (a node suite running, or left by a killed one: "
+            f"`ip link del {HOST_IF}`)"
         )
-    _run("ip", "link", "add", DUMMY, "type", "veth", "peer", "name", DUMMY_PEER)
+    _run("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", HOST_IF_PEER)
     try:
-        _run("ip", "link", "set", DUMMY_PEER, "up")
-        _run("ip", "addr", "add", f"{ADDRESS}/32", "dev", DUMMY)
-        _run("ip", "link", "set", DUMMY, "up")
+        _run("ip", "link", "set", HOST_IF_PEER, "up")
+        _run("ip", "addr", "add", f"{ADDRESS}/32", "dev", HOST_IF)
+        _run("ip", "link", "set", HOST_IF, "up")
         yield ADDRESS
     finally:
-        _run("ip", "link", "del", DUMMY, check=False)
+        _run("ip", "link", "del", HOST_IF, check=False)
 
 
 # --------------------------------------------------------------------------- the node
@@ -390,12 +391,13 @@ class RealNode:
 
     def stop(self) -> list[str]:
         """Tear everything down; returns what the host was left with that it did not have before."""
-        if self.procs.get("containerd") is not None and self.procs["containerd"].alive():
-            self._remove_pods()
+        # kubelet first, so that it cannot start again the sandboxes removed next.
         for name in ("kube-proxy", "kubelet"):
             p = self.procs.pop(name, None)
             if p is not None:
                 p.stop(timeout=15)
+        if self.procs.get("containerd") is not None and self.procs["containerd"].alive():
+            self._remove_pods()
         proxy = self.cp.bin_dir / "kube-proxy"
         if proxy.exists():
             _run(str(proxy), "--cleanup", check=False, timeout=60)

@@ -42,7 +42,7 @@ e2e: $(STAMP) e2e-bin chart
 NODE_DEBS := containerd runc containernetworking-plugins iptables nftables buildah mmdebstrap gcc libc6-dev
 node-deps:
 	@missing=$$(for p in $(NODE_DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; fi
+	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; fi
 
 ## node-images: the vramgate image from the Dockerfile (buildah, Debian python base), kube-scheduler and pause
 node-images: node-deps e2e-bin

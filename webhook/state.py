@@ -6,6 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
+from .answers import AnswerCache
 from .catalog import Catalog, builtin_catalog
 from .config import Config
 from .metrics import Metrics
@@ -29,6 +30,8 @@ class AppState:
     # The last denied reviews (names and reason codes only), for the status page.
     rejections: deque[Rejection] = field(default_factory=new_ring)
     placeable: PlaceableWorkloads = field(init=False)
+    # Admission answers to objects seen before, valid while snapshot, config and catalog stay the same objects.
+    answers: AnswerCache = field(default_factory=AnswerCache, repr=False)
 
     def __post_init__(self) -> None:
         self.placeable = PlaceableWorkloads(self)

@@ -10,11 +10,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..config import Enforcement
+from ..answers import Cached
+from ..catalog import Catalog
+from ..config import Config, Enforcement
 from ..declaration import ANNOTATION_PREFIX
 from ..kinds import CUSTOM_KINDS
 from ..mutation import OUTPUT_ANNOTATIONS, mutation
 from ..placement import Need
+from ..snapshot import Snapshot
 from ..state import AppState
 from ..verdict import Judgement, judge
 from ..workload import TEMPLATE_PATHS, WorkloadError, pod_view
@@ -140,27 +143,43 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
             # Judging an empty inventory would admit everything; answer as if the webhook were down.
             return unsynced_answer(state, webhook)
         obj = _with_kind(obj, req)
-        judgement = judge(obj, snapshot, config, state.catalog,
-                          namespace=namespace or None, enforcement=enforcement)
-        if webhook == "validate":
-            if judgement.allowed and judgement.demand is not None and obj.get("kind") != "Pod":
-                _remember(state, judgement, namespace)
-            return Answer(judgement.allowed, judgement.code, judgement.message, judgement.warnings)
-        if not judgement.allowed:
-            return Answer(True, judgement.code)  # /validate denies; mutation stays out of the way
-        patch, notes = mutation(obj, judgement, config)
-        return Answer(True, judgement.code, warnings=tuple(notes), patch=patch)
+        # The same object against the same snapshot, config and catalog gets the same answer (see answers.py).
+        catalog = state.catalog
+        key = state.answers.key(webhook, namespace, enforcement, obj)
+        cached = state.answers.get(key, snapshot, config, catalog) if key is not None else None
+        if cached is None:
+            cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook)
+            if key is not None:
+                state.answers.put(key, cached, snapshot, config, catalog)
+        if cached.remember is not None:
+            state.placeable.record(*cached.remember)
+        return cached.answer
     except Exception:
         log.exception("admission decision failed", extra={"fields": {"uid": req["uid"], "webhook": webhook}})
         return failure_answer(state, webhook)
 
 
-def _remember(state: AppState, judgement: Judgement, namespace: str) -> None:
+def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str,
+            enforcement: Enforcement, webhook: Webhook) -> Cached:
+    """The answer for an object past the exclusions, and what /validate records of it: a function of the arguments."""
+    judgement = judge(obj, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement)
+    if webhook == "validate":
+        remember = None
+        if judgement.allowed and judgement.demand is not None and obj.get("kind") != "Pod":
+            remember = _remember(judgement, namespace)
+        return Cached(Answer(judgement.allowed, judgement.code, judgement.message, judgement.warnings), remember)
+    if not judgement.allowed:
+        return Cached(Answer(True, judgement.code))  # /validate denies; mutation stays out of the way
+    patch, notes = mutation(obj, judgement, config)
+    return Cached(Answer(True, judgement.code, warnings=tuple(notes), patch=patch))
+
+
+def _remember(judgement: Judgement, namespace: str) -> tuple[str, str, Need] | None:
     """An admitted GPU workload (not a Pod): its need feeds vramgate_workload_placeable_replicas."""
     demand = judgement.demand
     if demand is None or demand.gpus <= 0 or demand.min_per_gpu_mib is None or judgement.view is None:
-        return
-    state.placeable.record(namespace or judgement.view.namespace or "", judgement.view.ref, Need.of(demand))
+        return None
+    return namespace or judgement.view.namespace or "", judgement.view.ref, Need.of(demand)
 
 
 def unsynced_answer(state: AppState, webhook: Webhook) -> Answer:

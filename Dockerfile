@@ -23,9 +23,12 @@ WORKDIR /src
 # dependency list changes, not on every code change. Every dependency ships binary wheels for
 # CPython 3.11 on amd64/arm64, so no compiler is needed in either stage.
 COPY pyproject.toml ./
+# The kubernetes client (37.x) ships an asyncio twin of itself, kubernetes/aio (≈68 MB with its
+# bytecode), that nothing here imports and nothing in the sync client refers to: dropped.
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
- && pip install --only-binary=:all: -r /tmp/requirements.txt
+ && pip install --only-binary=:all: -r /tmp/requirements.txt \
+ && rm -rf /opt/venv/lib/python3*/site-packages/kubernetes/aio
 # Then the package itself (no dependency resolution: they are all installed above).
 COPY README.md ./
 COPY webhook ./webhook

@@ -29,6 +29,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 
 from .certs import Bundle, make_bundle, service_dns_names
+from .kube import api_status
 
 SECRET_KEYS = ("tls.crt", "tls.key", "ca.crt")
 FAILURE_POLICIES = ("Ignore", "Fail")
@@ -196,17 +197,12 @@ def _log(msg: str) -> None:
     print(f"certs-job: {msg}", flush=True)
 
 
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def _read_json(call: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
     """GET an object as plain JSON (camelCase keys); None on 404."""
     try:
         resp = call(*args, _preload_content=False)
     except Exception as exc:
-        if _status(exc) == 404:
+        if api_status(exc) == 404:
             return None
         raise
     data: dict[str, Any] = json.loads(resp.data)
@@ -258,7 +254,7 @@ def _patch_configs(
                 try:
                     clients.patch_webhooks(kind, name, ops)
                 except Exception as exc:
-                    if _status(exc) in (409, 422) and attempt < 4:  # changed under us: re-read
+                    if api_status(exc) in (409, 422) and attempt < 4:  # changed under us: re-read
                         continue
                     raise
                 _log(f"{kind} webhook configuration {name}: caBundle{' and failurePolicy' if policy else ''} set")
@@ -303,7 +299,7 @@ def run_create(args: argparse.Namespace, clients: _Clients | None = None) -> int
                 clients.core.replace_namespaced_secret(args.secret, args.namespace, secret_manifest(
                     args.secret, args.namespace, new_files, rv))
         except Exception as exc:
-            if _status(exc) == 409:  # created or updated concurrently: look again
+            if api_status(exc) == 409:  # created or updated concurrently: look again
                 continue
             raise
         _log(f"Secret {args.namespace}/{args.secret} written")

@@ -8,6 +8,12 @@ from typing import Any
 from .usage import used_per_node
 
 
+def api_status(exc: BaseException) -> int | None:
+    """The HTTP status of a kubernetes client ApiException (None for any other error)."""
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
+
+
 def api_client(kubeconfig: str | None = None) -> Any:
     """An ApiClient from a kubeconfig path, else in-cluster config, else the default kubeconfig."""
     from kubernetes import client, config

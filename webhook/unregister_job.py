@@ -16,12 +16,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .kube import api_status
+
 KINDS = ("mutating", "validating")
-
-
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return status if isinstance(status, int) else None
 
 
 class _Admission:
@@ -41,7 +38,7 @@ class _Admission:
         try:
             call(name)
         except Exception as exc:
-            if _status(exc) == 404:
+            if api_status(exc) == 404:
                 return False
             raise
         return True
@@ -52,7 +49,7 @@ class _Admission:
         try:
             call(name, _preload_content=False)
         except Exception as exc:
-            if _status(exc) == 404:
+            if api_status(exc) == 404:
                 return False
             raise
         return True
@@ -92,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, api: _Admission | None = None) -> int:
     args = build_parser().parse_args(argv)
-    targets = [("mutating", args.mutating), ("validating", args.validating)]
+    targets = [(kind, getattr(args, kind)) for kind in KINDS]
     return unregister(api or _Admission(args.kubeconfig), targets, args.timeout)
 
 

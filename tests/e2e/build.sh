@@ -95,5 +95,6 @@ for b in "${k8s_cmds[@]}" etcd; do
   [[ -x "$bin_dir/$b" ]] || { echo "build.sh: $bin_dir/$b missing after build" >&2; exit 1; }
 done
 "$bin_dir/kube-apiserver" --version
-"$bin_dir/etcd" --version | head -1
+# sed, not head: head exits after one line and etcd, still writing, dies of SIGPIPE (141 under pipefail).
+"$bin_dir/etcd" --version | sed -n 1p
 echo "build.sh: done in $(( $(now) - t_all ))s"

@@ -156,6 +156,94 @@ class Pki:
     clients: dict[str, tuple[Path, Path]] = field(default_factory=dict)
 
 
+def _write_key(path: Path, key: Any) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    path.chmod(0o600)
+
+
+def _write_cert(path: Path, cert: Any) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _name(cn: str, org: str | None = None) -> Any:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        attrs.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+def _validity() -> tuple[dt.datetime, dt.datetime]:
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    return now, now + dt.timedelta(days=2)
+
+
+def sign_leaf(pki: Pki, subject: Any, usages: list[Any], sans: list[Any] | None = None) -> tuple[Any, Any]:
+    """A fresh EC key and a certificate for it, signed by the harness CA: (key, cert)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ca = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes())
+    ca_key: Any = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+    not_before, not_after = _validity()
+    key = ec.generate_private_key(ec.SECP256R1())
+    b = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_encipherment=False,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+    )
+    if sans:
+        b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return key, b.sign(ca_key, hashes.SHA256())
+
+
+def issue_client_cert(
+    pki: Pki, ident: str, cn: str, org: str | None, directory: Path | None = None
+) -> tuple[Path, Path]:
+    """A client certificate ``CN=cn, O=org`` signed by the harness CA, written as ``<ident>.crt/.key``
+    in ``directory`` (default: the PKI's) and recorded in ``pki.clients``."""
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    d = directory or pki.dir
+    d.mkdir(parents=True, exist_ok=True)
+    key, cert = sign_leaf(pki, _name(cn, org), [ExtendedKeyUsageOID.CLIENT_AUTH])
+    crt_path, key_path = d / f"{ident}.crt", d / f"{ident}.key"
+    _write_cert(crt_path, cert)
+    _write_key(key_path, key)
+    pki.clients[ident] = (crt_path, key_path)
+    return crt_path, key_path
+
+
 def make_pki(directory: Path, address: str = "127.0.0.1") -> Pki:
     """CA, apiserver serving cert, client certs and the service-account key pair.
 
@@ -163,33 +251,12 @@ def make_pki(directory: Path, address: str = "127.0.0.1") -> Pki:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID
 
     directory.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
-    until = now + dt.timedelta(days=2)
-
-    def write_key(path: Path, key: Any) -> None:
-        path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        path.chmod(0o600)
-
-    def write_cert(path: Path, cert: x509.Certificate) -> None:
-        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-    def name(cn: str, org: str | None = None) -> x509.Name:
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-        if org:
-            attrs.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-        return x509.Name(attrs)
-
+    now, until = _validity()
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = name("vramgate-e2e-ca")
+    ca_name = _name("vramgate-e2e-ca")
     ca = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -217,40 +284,6 @@ def make_pki(directory: Path, address: str = "127.0.0.1") -> Pki:
         .sign(ca_key, hashes.SHA256())
     )
 
-    def leaf(
-        subject: x509.Name, usages: list[x509.ObjectIdentifier], sans: list[x509.GeneralName] | None = None
-    ) -> tuple[Any, x509.Certificate]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now)
-            .not_valid_after(until)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_encipherment=False,
-                    content_commitment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        )
-        if sans:
-            b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return key, b.sign(ca_key, hashes.SHA256())
-
     pki = Pki(
         dir=directory,
         ca_crt=directory / "ca.crt",
@@ -260,8 +293,8 @@ def make_pki(directory: Path, address: str = "127.0.0.1") -> Pki:
         sa_pub=directory / "sa.pub",
         sa_key=directory / "sa.key",
     )
-    write_cert(pki.ca_crt, ca)
-    write_key(pki.ca_key, ca_key)
+    _write_cert(pki.ca_crt, ca)
+    _write_key(pki.ca_key, ca_key)
 
     service_ip = next(ipaddress.IPv4Network(SERVICE_CIDR).hosts())
     dns = [
@@ -274,9 +307,9 @@ def make_pki(directory: Path, address: str = "127.0.0.1") -> Pki:
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
     ips = {ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv4Address(address), service_ip}
     sans += [x509.IPAddress(ip) for ip in sorted(ips)]
-    key, cert = leaf(name("kube-apiserver"), [ExtendedKeyUsageOID.SERVER_AUTH], sans)
-    write_cert(pki.serving_crt, cert)
-    write_key(pki.serving_key, key)
+    key, cert = sign_leaf(pki, _name("kube-apiserver"), [ExtendedKeyUsageOID.SERVER_AUTH], sans)
+    _write_cert(pki.serving_crt, cert)
+    _write_key(pki.serving_key, key)
 
     for ident, cn, org in (
         ("admin", "kubernetes-admin", "system:masters"),
@@ -286,14 +319,10 @@ def make_pki(directory: Path, address: str = "127.0.0.1") -> Pki:
         # kube-apiserver -> kubelet (logs, exec); bound to system:kubelet-api-admin by RBAC's defaults.
         ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"),
     ):
-        key, cert = leaf(name(cn, org), [ExtendedKeyUsageOID.CLIENT_AUTH])
-        crt_path, key_path = directory / f"{ident}.crt", directory / f"{ident}.key"
-        write_cert(crt_path, cert)
-        write_key(key_path, key)
-        pki.clients[ident] = (crt_path, key_path)
+        issue_client_cert(pki, ident, cn, org)
 
     sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    write_key(pki.sa_key, sa)
+    _write_key(pki.sa_key, sa)
     pki.sa_pub.write_bytes(
         sa.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )

@@ -19,7 +19,6 @@ crictl built by ``tests/e2e/build.sh``; images by ``tests/e2e/node/build_images.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import ipaddress
 import json
 import os
@@ -33,7 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.harness import REPO_ROOT, ControlPlane, HarnessError, Process, free_port, tail, write_kubeconfig
+from tests.e2e.harness import (
+    REPO_ROOT,
+    ControlPlane,
+    HarnessError,
+    Process,
+    free_port,
+    issue_client_cert,
+    tail,
+    write_kubeconfig,
+)
 
 #: The API server's address: on an interface of ours, reachable from pods, not from outside.
 ADDRESS = "10.250.0.1"
@@ -279,45 +287,6 @@ def _kill_matching(needle: str) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-# --------------------------------------------------------------------------- certificates
-
-
-def issue_client_cert(cp: ControlPlane, directory: Path, ident: str, cn: str, org: str | None) -> tuple[Path, Path]:
-    """A client certificate signed by the control plane's CA (kubelet: system:node:<name>)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    ca = x509.load_pem_x509_certificate(cp.pki.ca_crt.read_bytes())
-    ca_key = serialization.load_pem_private_key(cp.pki.ca_key.read_bytes(), None)
-    key = ec.generate_private_key(ec.SECP256R1())
-    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-    if org:
-        attrs.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name(attrs))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + dt.timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    crt_path, key_path = directory / f"{ident}.crt", directory / f"{ident}.key"
-    crt_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    key_path.chmod(0o600)
-    return crt_path, key_path
-
-
 # --------------------------------------------------------------------------- the network
 
 
@@ -537,7 +506,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
     def _start_kubelet(self) -> None:
         d = self.dir
-        crt, key = issue_client_cert(self.cp, d / "pki", "kubelet", f"system:node:{NODE_NAME}", "system:nodes")
+        crt, key = issue_client_cert(self.cp.pki, "kubelet", f"system:node:{NODE_NAME}", "system:nodes", d / "pki")
         kubeconfig = write_kubeconfig(d / "kubelet.kubeconfig", self.cp.server, self.cp.ca, crt, key, "kubelet")
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -589,7 +558,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
     def _start_kube_proxy(self) -> None:
         d = self.dir
-        crt, key = issue_client_cert(self.cp, d / "pki", "kube-proxy", "system:kube-proxy", None)
+        crt, key = issue_client_cert(self.cp.pki, "kube-proxy", "system:kube-proxy", None, d / "pki")
         kubeconfig = write_kubeconfig(d / "kube-proxy.kubeconfig", self.cp.server, self.cp.ca, crt, key, "kube-proxy")
         config = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",

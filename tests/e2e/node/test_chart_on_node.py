@@ -182,11 +182,15 @@ def test_a_fitting_gpu_pod_is_mutated_and_bound_by_the_charts_scheduler_through_
     assert A_ESTIMATE in pod["metadata"]["annotations"]
     node = nc.cp.wait_pod_bound("llama8b", timeout=60)
     assert node in nc.gpu_nodes
-    events = nc.cp.request(
-        "GET", "/api/v1/namespaces/default/events", query={"fieldSelector": "involvedObject.name=llama8b"}
-    )["items"]
-    scheduled = [e for e in events if e["reason"] == "Scheduled"]
-    assert scheduled and scheduled[0]["reportingComponent"] == SCHEDULER, events
+    def scheduled_events() -> list[dict[str, Any]]:
+        events = nc.cp.request(
+            "GET", "/api/v1/namespaces/default/events", query={"fieldSelector": "involvedObject.name=llama8b"}
+        )["items"]
+        return [e for e in events if e["reason"] == "Scheduled"]
+
+    # The scheduler records the event asynchronously, after the binding: wait for it.
+    scheduled = nc.cp.wait_for("the Scheduled event", scheduled_events, timeout=30, interval=0.5)
+    assert scheduled and scheduled[0]["reportingComponent"] == SCHEDULER, scheduled
     # The extender sidecar of the leading scheduler answered this pod's filter (read from inside the pod:
     # the extender listens on 127.0.0.1 only).
     lease = nc.cp.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{RELEASE_NS}/leases/{SCHEDULER}")

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # vramgate: one image for the webhook, the scheduler extender, the GPU health controller and the
-# chart's certificate hook Jobs (`python -m webhook.certs_job`).
+# chart's certificate hook Jobs (`python -m webhook.jobs.certs_job`).
 #
 #   docker build -t vramgate:0.1.0 .
 #   docker run --rm --read-only --tmpfs /tmp -w /tmp -p 8443:8443 vramgate:0.1.0 serve --dev --nodes /path/cluster.yaml

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import orjson
 
-from webhook.certs import make_bundle, write_bundle
+from webhook.tls.certs import make_bundle, write_bundle
 
 from .payloads import PAYLOADS
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import orjson
 
-from webhook.catalog import builtin_catalog
+from webhook.cluster.snapshot import Snapshot
 from webhook.config import Config
-from webhook.extender import Extender
-from webhook.nodecache import InventoryState
-from webhook.snapshot import Snapshot
+from webhook.kube.nodecache import InventoryState
+from webhook.models.catalog import builtin_catalog
+from webhook.serve.extender import Extender
 
 # (product, MiB per GPU, GPUs per node, share of the fleet)
 FLEET = [

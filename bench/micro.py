@@ -13,14 +13,14 @@ from typing import Any
 
 import orjson
 
-from webhook.catalog import builtin_catalog
+from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Config
-from webhook.demand import read_demand
-from webhook.manifests import load_nodes
-from webhook.snapshot import snapshot_from_nodes
-from webhook.verdict import judge
-from webhook.vram import EstimateRequest, estimate
-from webhook.workload import pod_view
+from webhook.decide.demand import read_demand
+from webhook.decide.verdict import judge
+from webhook.kinds import pod_view
+from webhook.kube.manifests import load_nodes
+from webhook.models.catalog import builtin_catalog
+from webhook.models.vram import EstimateRequest, estimate
 
 from .payloads import PAYLOADS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from webhook.certs import make_bundle, write_bundle
+from webhook.tls.certs import make_bundle, write_bundle
 
 from .admission_bench import _free_port, _wait_ready
 from .extender_bench import node_object

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from webhook.certs import make_bundle, write_bundle
+from webhook.tls.certs import make_bundle, write_bundle
 
 
 @dataclass

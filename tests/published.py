@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from webhook.catalog import builtin_catalog
-from webhook.precision import canonical
-from webhook.vram import EstimateRequest, estimate
+from webhook.models.catalog import builtin_catalog
+from webhook.models.vram import EstimateRequest, estimate
+from webhook.units.precision import canonical
 
 FIXTURE = Path(__file__).parent / "fixtures" / "published_measurements.yaml"
 GIB = 1024.0

@@ -9,7 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .quantity import QuantityError, parse_gpu_memory_label
+from .units.quantity import QuantityError, parse_gpu_memory_label
 
 Enforcement = Literal["enforce", "warn", "off"]
 PlacementMode = Literal["binpack", "spread"]
@@ -208,7 +208,7 @@ class Config(BaseSettings):
     # Catalog additions, same schema as webhook/data/models.yaml entries.
     models: list[dict[str, Any]] = Field(default_factory=list)
     # A YAML file of more entries (`models: [...]`, the chart's models ConfigMap): appended to `models` at
-    # start, and re-read every `models_reload_interval_seconds` while serving (webhook/models_file.py).
+    # start, and re-read every `models_reload_interval_seconds` while serving (webhook/models/models_file.py).
     models_file: str | None = None
     models_reload_interval_seconds: float = Field(10.0, gt=0)
     # What load_config read: the entries written in this config, and the models file's bytes at start.
@@ -247,7 +247,7 @@ def load_config(path: str | Path | None) -> Config:
 
 def with_models_file(config: Config) -> Config:
     """Append the entries of ``config.models_file`` to ``config.models`` (ConfigError when they are bad)."""
-    from .models_file import ModelsFileError, read_models_file
+    from .models.models_file import ModelsFileError, read_models_file
 
     config._inline_models = list(config.models)
     if config.models_file:

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from .snapshot import Snapshot
+    from .cluster.snapshot import Snapshot
 
 HEALTH_STATES = ("healthy", "degraded", "unhealthy")
 
@@ -85,7 +85,7 @@ class Metrics:
         self.audit_report_writes = Counter(
             "vramgate_audit_report_writes", "Report writes by the audit", ["action"], registry=r,
         )
-        # vramgate_workload_placeable_replicas, registered by the AppState that owns the figures (webhook/placeable.py).
+        # vramgate_workload_placeable_replicas, registered by the AppState that owns it (webhook/serve/placeable.py).
         self.placeable_collector: Collector | None = None
 
     def observe_fixed_inventory(self, snapshot: Snapshot) -> None:

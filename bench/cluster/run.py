@@ -424,13 +424,13 @@ class Bench:
 #: a sample can count in several). uvicorn's event loop is under every request, so HTTP is split out
 #: as what costs: the response write (TLS encryption included) and the request parsing.
 PROFILE_BUCKETS = {
-    "extender decision (extender/decide.py)": ("webhook/extender/decide.py",),
+    "extender decision (extender/decide.py)": ("webhook/serve/extender/decide.py",),
     "ExtenderArgs decode (wire.parse_args)": ("parse_args (",),
-    "admission decision (admission/)": ("webhook/admission/",),
+    "admission decision (admission/)": ("webhook/serve/admission/",),
     "inventory watch thread (nodecache)": ("KubeInventory._run (",),
     "response write (uvicorn send, TLS)": ("RequestResponseCycle.send (",),
     "request read (httptools, body)": ("HttpToolsProtocol.", "read_body ("),
-    "controller + leader": ("webhook/controller.py", "webhook/leader.py"),
+    "controller + leader": ("webhook/controller/", "webhook/kube/leader.py"),
     "metrics": ("prometheus_client/",),
 }
 

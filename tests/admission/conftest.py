@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import pytest
 
 from tests.harness import serve_app
+from webhook.cluster.snapshot import FixedInventory, Snapshot
 from webhook.config import Config
-from webhook.server import build_app
-from webhook.snapshot import FixedInventory, Snapshot
-from webhook.state import AppState
+from webhook.serve.server import build_app
+from webhook.serve.state import AppState
 
 from .helpers import Service, cluster
 

@@ -16,10 +16,10 @@ import orjson
 import yaml
 
 from tests.unit.helpers import container
+from webhook.cluster.snapshot import Snapshot, snapshot_from_nodes
 from webhook.config import Config
-from webhook.manifests import load_file, load_nodes
-from webhook.snapshot import Snapshot, snapshot_from_nodes
-from webhook.state import AppState
+from webhook.kube.manifests import load_file, load_nodes
+from webhook.serve.state import AppState
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from webhook.admission import decide
-from webhook.admission import decision as decision_module
-from webhook.answers import AnswerCache, Cached
+from webhook.cluster.snapshot import Snapshot
 from webhook.config import Admission, Config
-from webhook.snapshot import Snapshot
-from webhook.state import AppState
+from webhook.serve.admission import decide
+from webhook.serve.admission import decision as decision_module
+from webhook.serve.answers import AnswerCache, Cached
+from webhook.serve.state import AppState
 
 from .conftest import SwappableInventory
 from .helpers import Service, cluster, defaulted_pod, gpu_container, review, workload

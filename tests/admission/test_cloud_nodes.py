@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
+from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Config
-from webhook.snapshot import snapshot_from_nodes
 
 from .conftest import use
 from .helpers import Service, gpu_container, workload

@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-import webhook.admission.decision as decide_mod
+import webhook.serve.admission.decision as decide_mod
 from webhook.config import Admission, Config
-from webhook.state import AppState
+from webhook.serve.state import AppState
 
 from .conftest import SwappableInventory, use
 from .helpers import Service, cluster, defaulted_pod, example, gpu_container, patch_ops, pod_of, review, workload
@@ -99,9 +99,9 @@ def test_mutation_error_fails_open(svc: Service, monkeypatch: pytest.MonkeyPatch
 
 
 def test_unsynced_inventory_answers_like_a_down_webhook() -> None:
-    from webhook.admission.decision import decide
-    from webhook.admission.review import parse_review
-    from webhook.snapshot import Snapshot
+    from webhook.cluster.snapshot import Snapshot
+    from webhook.serve.admission.decision import decide
+    from webhook.serve.admission.review import parse_review
 
     req = parse_review(orjson.dumps(review(big_deployment())))
     closed = AppState(Config(), SwappableInventory(Snapshot()))

@@ -249,8 +249,8 @@ def test_patch_reproduces_the_whole_mutation(svc: Service) -> None:
     """The patch is diffed over the parts mutate_pod touches; applied, it must give exactly mutate_pod's output."""
     import jsonpatch
 
-    from webhook.mutation import mutate_pod, mutation
-    from webhook.verdict import judge
+    from webhook.decide.mutation import mutate_pod, mutation
+    from webhook.decide.verdict import judge
 
     use(svc, config=cfg(reroute_narrow_selectors=True, scheduler_name="s"))
     pods = [

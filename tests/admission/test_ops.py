@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from webhook.cli import main
-from webhook.logs import JsonFormatter
+from webhook.cli.main import main
+from webhook.serve.logs import JsonFormatter
 
 from .conftest import use
 from .helpers import EXAMPLES, Service, cluster, example, pod_of, review
@@ -73,7 +73,7 @@ def test_check_agrees_with_validate(svc: Service, capsys: pytest.CaptureFixture[
         assert verdict_line in (f"REJECT  {message}", f"REJECT  {name}: {message}")
         assert rest in verdict_line
     cli_warnings = [line.removeprefix("  warning: ") for line in out[1:] if line.startswith("  warning: ")]
-    from webhook.admission import fit_warnings
+    from webhook.serve.admission import fit_warnings
 
     assert fit_warnings(cli_warnings) == resp.get("warnings", [])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from webhook.config import Config
-from webhook.placeable import placeable
-from webhook.placement import Need, fits_ever
+from webhook.decide.placement import Need, fits_ever
+from webhook.serve.placeable import placeable
 
 from .conftest import use
 from .helpers import Service, cluster, example, gpu_container, pod_of, review, workload

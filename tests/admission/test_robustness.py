@@ -182,7 +182,7 @@ def test_never_a_500(svc: Service, body: bytes, endpoint: str) -> None:
 @given(body=corrupted_reviews(), reroute=st.booleans())
 def test_decision_core_copes_with_garbage_in_process(svc: Service, body: bytes, reroute: bool) -> None:
     """Many more cases than over the socket: whatever parses as a review is judged without raising."""
-    from webhook.admission import BadReview, decide, parse_review
+    from webhook.serve.admission import BadReview, decide, parse_review
 
     try:
         req = parse_review(body)

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from cryptography import x509
 
-from webhook.certs import make_bundle, write_bundle
+from webhook.tls.certs import make_bundle, write_bundle
 
 from .helpers import EXAMPLES, example, review
 from .tlsutil import client_context, request, serial_of

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from tests.harness import serve_app
+from webhook.cluster.snapshot import StaticInventory
 from webhook.config import Config
-from webhook.manifests import load_nodes
-from webhook.server import build_app
-from webhook.snapshot import StaticInventory
-from webhook.state import AppState
+from webhook.kube.manifests import load_nodes
+from webhook.serve.server import build_app
+from webhook.serve.state import AppState
 
 from .helpers import EXAMPLES, ROOT, gpu_container, review, workload
 

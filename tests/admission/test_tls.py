@@ -16,11 +16,11 @@ import pytest
 from cryptography import x509
 
 from tests.harness import serve_app
-from webhook.certs import make_bundle, write_bundle
 from webhook.config import Config
-from webhook.server import build_app
-from webhook.state import AppState
-from webhook.tls import CertReloader
+from webhook.serve.server import build_app
+from webhook.serve.state import AppState
+from webhook.tls.certs import make_bundle, write_bundle
+from webhook.tls.reload import CertReloader
 
 from .conftest import SwappableInventory
 from .helpers import cluster, example, review

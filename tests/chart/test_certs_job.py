@@ -1,4 +1,4 @@
-"""webhook/certs_job.py: the selfSigned hook Jobs' decisions, and their sequencing against a fake API."""
+"""webhook/jobs/certs_job.py: the selfSigned hook Jobs' decisions, and their sequencing against a fake API."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import jsonpatch
 import pytest
 from cryptography import x509
 
-from webhook import certs_job
-from webhook.certs import make_bundle, service_dns_names
-from webhook.certs_job import (
+from webhook.jobs import certs_job
+from webhook.jobs.certs_job import (
     build_parser,
     bundle_files,
     decode_secret_data,
@@ -23,6 +22,7 @@ from webhook.certs_job import (
     secret_manifest,
     webhook_patch,
 )
+from webhook.tls.certs import make_bundle, service_dns_names
 
 NAMES = service_dns_names("vramgate-webhook", "gpu-system")
 NOW = dt.datetime.now(dt.UTC)

@@ -353,7 +353,7 @@ def test_uninstall_deletes_the_webhook_configurations_first(render: Render) -> N
     spec = job["spec"]["template"]["spec"]
     assert spec["serviceAccountName"] == "vramgate-unregister"
     c = spec["containers"][0]
-    assert c["command"] == ["python", "-m", "webhook.unregister_job"]
+    assert c["command"] == ["python", "-m", "webhook.jobs.unregister_job"]
     assert c["args"][:4] == ["--mutating", "vramgate", "--validating", "vramgate"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     # Off by value, and in url mode (the webhook is outside the cluster and outlives the release).
@@ -383,7 +383,7 @@ def test_self_signed_hooks(render: Render) -> None:
     assert patch["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
     for job in (create, patch):
         c = job["spec"]["template"]["spec"]["containers"][0]
-        assert c["command"] == ["python", "-m", "webhook.certs_job"]
+        assert c["command"] == ["python", "-m", "webhook.jobs.certs_job"]
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     cargs = create["spec"]["template"]["spec"]["containers"][0]["args"]
     assert cargs[:5] == ["create", "--namespace", NS, "--secret", "vramgate-tls"]
@@ -394,7 +394,7 @@ def test_self_signed_hooks(render: Render) -> None:
     assert pargs[pargs.index("--mutating-failure-policy") + 1] == "Ignore"
     assert pargs[pargs.index("--validating-failure-policy") + 1] == "Fail"
     # The job parses these args.
-    from webhook.certs_job import build_parser
+    from webhook.jobs.certs_job import build_parser
 
     assert build_parser().parse_args(cargs).service == "vramgate-webhook"
     assert build_parser().parse_args(pargs).validating_failure_policy == "Fail"

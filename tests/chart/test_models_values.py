@@ -10,9 +10,9 @@ import yaml
 
 from tests.chart.conftest import Render
 from tests.chart.render import HelmError, find, one, render_chart
-from webhook.catalog import builtin_catalog
 from webhook.config import Config
-from webhook.models_file import catalog_with, parse_models
+from webhook.models.catalog import builtin_catalog
+from webhook.models.models_file import catalog_with, parse_models
 
 NS = "gpu-system"
 ENTRY: dict[str, Any] = {

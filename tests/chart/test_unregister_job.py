@@ -1,10 +1,10 @@
-"""The pre-delete hook (webhook/unregister_job.py) against an in-memory API; the real-node suite runs it for real."""
+"""The pre-delete hook (webhook/jobs/unregister_job.py) against an in-memory API; the real-node suite runs it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from webhook.unregister_job import _Admission, main
+from webhook.jobs.unregister_job import _Admission, main
 
 
 class ApiException(Exception):

@@ -130,11 +130,11 @@ def config_schema() -> Schema:
 
 
 def model_entry() -> Schema:
-    """One catalog entry (webhook.catalog.ModelSpec, as in webhook/data/models.yaml), closed."""
+    """One catalog entry (webhook.models.catalog.ModelSpec, as in webhook/data/models.yaml), closed."""
     import dataclasses
 
     sys.path.insert(0, str(ROOT))
-    from webhook.catalog import ModelSpec
+    from webhook.models.catalog import ModelSpec
 
     kinds = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
     props: dict[str, Schema] = {}

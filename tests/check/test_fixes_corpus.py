@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from webhook.catalog import builtin_catalog
+from webhook.advise.fixes import Edit, rewrite
+from webhook.cli.report import Result, collect
+from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import load_config
-from webhook.fixes import Edit, rewrite
-from webhook.manifests import load_nodes
-from webhook.report import Result, collect
-from webhook.snapshot import snapshot_from_nodes
+from webhook.kube.manifests import load_nodes
+from webhook.models.catalog import builtin_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"

@@ -12,7 +12,7 @@ import pytest
 import xmlschema
 import yaml
 
-from webhook.cli import main
+from webhook.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"
@@ -167,7 +167,7 @@ def test_fix_with_no_such_suggestion_says_so(capsys: pytest.CaptureFixture[str],
 def test_rewrite_falls_back_to_a_round_trip_of_that_document(tmp_path: Path) -> None:
     """An edit with no exact place in the text (an empty flow mapping) re-emits only its document,
     with ruamel.yaml's round trip: comments and order kept; the other documents stay byte for byte."""
-    from webhook.fixes import Edit, rewrite
+    from webhook.advise.fixes import Edit, rewrite
 
     first = "# first\napiVersion: v1\nkind: ConfigMap\nmetadata:   {name: untouched}   # odd spacing kept\n"
     second = ("---\n# second\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p  # the name\n  annotations: {}\n"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from webhook.apiserver import ApiError
-from webhook.auditor import EVENT_REASON, Auditor
-from webhook.catalog import builtin_catalog
+from webhook.audit.auditor import EVENT_REASON, Auditor
+from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Audit, Config
+from webhook.kube.apiserver import ApiError
 from webhook.metrics import Metrics
-from webhook.snapshot import snapshot_from_nodes
+from webhook.models.catalog import builtin_catalog
 
 from ..unit.helpers import container, deployment, gpu_node
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from webhook.apiserver import ApiError
 from webhook.cluster.dra import device_taint_rules, devices_by_node
+from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Config, Controller
-from webhook.controller import DEVICE_TAINT_RULES
-from webhook.controller import Controller as HealthController
-from webhook.snapshot import snapshot_from_nodes
+from webhook.controller.controller import DEVICE_TAINT_RULES
+from webhook.controller.controller import Controller as HealthController
+from webhook.kube.apiserver import ApiError
 
 from ..unit.helpers import gpu_node
 from .test_reconcile import Clock, MemoryApi, reconcile

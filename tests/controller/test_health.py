@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.cluster.inventory import NodeGPUs, node_gpus
 from webhook.config import Config, Controller, Health
-from webhook.health import HealthTracker, controller_config, reclassify
-from webhook.inventory import NodeGPUs, node_gpus
+from webhook.controller.health import HealthTracker, controller_config, reclassify
 
 from ..unit.helpers import cpu_node, gpu_node
 

@@ -7,8 +7,8 @@ import copy
 import datetime as dt
 from typing import Any
 
-from webhook.apiserver import ApiError
-from webhook.leader import LeaderElector, Timings, default_identity, micro_time
+from webhook.kube.apiserver import ApiError
+from webhook.kube.leader import LeaderElector, Timings, default_identity, micro_time
 
 TIMINGS = Timings(lease_duration=15, renew_deadline=10, retry_period=2)
 

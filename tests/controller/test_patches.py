@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.config import Config
-from webhook.health import Transition, event_body, label_changes, merge_taints, node_patch
+from webhook.controller.health import Transition, event_body, label_changes, merge_taints, node_patch
 
 CFG = Config()
 OWN = {"key": "vramgate.io/gpu-unhealthy", "effect": "NoSchedule"}

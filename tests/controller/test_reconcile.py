@@ -7,10 +7,10 @@ import asyncio
 import copy
 from typing import Any
 
-from webhook.apiserver import ApiError
+from webhook.cluster.snapshot import Snapshot, snapshot_from_nodes
 from webhook.config import Config, Controller
-from webhook.controller import Controller as HealthController
-from webhook.snapshot import Snapshot, snapshot_from_nodes
+from webhook.controller.controller import Controller as HealthController
+from webhook.kube.apiserver import ApiError
 
 from ..unit.helpers import gpu_node
 
@@ -199,9 +199,9 @@ def test_follower_writes_nothing() -> None:
 
 
 def test_run_controller_with_a_fixed_inventory_returns_at_once() -> None:
-    from webhook.controller import run_controller
-    from webhook.snapshot import StaticInventory
-    from webhook.state import AppState
+    from webhook.cluster.snapshot import StaticInventory
+    from webhook.serve.server import run_controller
+    from webhook.serve.state import AppState
 
     config = Config()
     asyncio.run(asyncio.wait_for(run_controller(AppState(config, StaticInventory([], config))), timeout=5))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from webhook.apiserver import ApiError
+from webhook.cluster.snapshot import StaticInventory
 from webhook.config import Admission, Config, Controller, Remediation
-from webhook.controller import Controller as HealthController
-from webhook.health import Decision, NodeDecision
-from webhook.remediation import TokenBucket, eviction_body, select_evictions, unhealthy_devices
-from webhook.snapshot import StaticInventory
+from webhook.controller.controller import Controller as HealthController
+from webhook.controller.health import Decision, NodeDecision
+from webhook.controller.remediation import TokenBucket, eviction_body, select_evictions, unhealthy_devices
+from webhook.kube.apiserver import ApiError
 
 CFG = Config(namespace="vramgate", admission=Admission(excluded_namespaces=["kube-system", "infra"]))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.e2e.harness import REPO_ROOT, ControlPlane, HarnessError, missing_binaries
 from tests.e2e.vramgate_fixture import NAMESPACE, Vramgate
-from webhook.manifests import load_nodes
+from webhook.kube.manifests import load_nodes
 
 NODES = REPO_ROOT / "examples" / "cluster.yaml"
 DENIED = REPO_ROOT / "examples" / "llama70b-one-gpu.yaml"

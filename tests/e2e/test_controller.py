@@ -15,12 +15,12 @@ import pytest
 
 from tests.e2e.harness import ApiError, ControlPlane
 from webhook.config import Config, Controller, Remediation
-from webhook.controller import Controller as HealthController
-from webhook.controller import run_controller
-from webhook.kube import api_client
+from webhook.controller.controller import Controller as HealthController
+from webhook.kube.client import api_client
+from webhook.kube.nodecache import KubeInventory
 from webhook.metrics import Metrics
-from webhook.nodecache import KubeInventory
-from webhook.state import AppState
+from webhook.serve.server import run_controller
+from webhook.serve.state import AppState
 
 pytestmark = pytest.mark.e2e
 

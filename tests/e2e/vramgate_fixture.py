@@ -5,7 +5,7 @@ registered the way the Helm chart registers it.
 and one port for its whole life, so a restart (:meth:`Vramgate.restart`) comes back at the same
 URL with the same CA: nothing in kube-apiserver or kube-scheduler has to change.
 
-- certificate: ``webhook.certs.make_bundle(["127.0.0.1", "localhost"])`` written by ``write_bundle``;
+- certificate: ``webhook.tls.certs.make_bundle(["127.0.0.1", "localhost"])`` written by ``write_bundle``;
   :meth:`rotate_cert` writes a new serving cert signed by the same CA (the caBundle registered
   in the webhook configurations stays valid);
 - config: the chart's own ``vramgate-config`` ConfigMap, minus ``admission.scheduler_name`` (the
@@ -40,7 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.chart.render import one, render_chart, url_mode_values
 from tests.e2e.harness import REPO_ROOT, ControlPlane, HarnessError, Process, free_port, tail
-from webhook.certs import Bundle, make_bundle, make_serving_cert, write_bundle
+from webhook.tls.certs import Bundle, make_bundle, make_serving_cert, write_bundle
 
 NAMESPACE = "vramgate"  # the chart's release namespace: excluded by the webhooks' namespaceSelector
 SERVING_NAMES = ["127.0.0.1", "localhost"]

@@ -11,14 +11,14 @@ from typing import Any
 
 import yaml
 
-from webhook.catalog import builtin_catalog
 from webhook.config import Config
-from webhook.demand import DeclarationError, Demand, read_demand
+from webhook.decide.demand import DeclarationError, Demand, read_demand
 from webhook.engines.base import parse_version
 from webhook.engines.identity import identify
 from webhook.kinds import Context, Runtimes, WorkloadError, roles
-from webhook.manifests import load_file
-from webhook.precision import canonical
+from webhook.kube.manifests import load_file
+from webhook.models.catalog import builtin_catalog
+from webhook.units.precision import canonical
 
 HERE = Path(__file__).parent.parent / "fixtures" / "manifests"
 CFG = Config()

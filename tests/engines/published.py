@@ -11,13 +11,13 @@ from typing import Any
 
 import yaml
 
-from webhook.catalog import ModelSpec, builtin_catalog
 from webhook.engines import estimate
 from webhook.engines import vllm as vllm_engine
 from webhook.engines.base import parse_version
 from webhook.engines.identity import identify
-from webhook.precision import canonical
-from webhook.vram import EstimateRequest
+from webhook.models.catalog import ModelSpec, builtin_catalog
+from webhook.models.vram import EstimateRequest
+from webhook.units.precision import canonical
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "published_engine_measurements.yaml"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.cli import main
+from webhook.cli.main import main
 
 NODES = Path(__file__).parents[2] / "examples" / "cluster.yaml"
 MANIFEST = """

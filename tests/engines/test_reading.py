@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from webhook.catalog import builtin_catalog
 from webhook.config import Config
-from webhook.demand import DeclarationError, Demand, read_demand
-from webhook.workload import pod_view
+from webhook.decide.demand import DeclarationError, Demand, read_demand
+from webhook.kinds import pod_view
+from webhook.models.catalog import builtin_catalog
 
 CFG = Config()
 

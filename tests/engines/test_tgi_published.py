@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.catalog import builtin_catalog
 from webhook.engines import estimate
-from webhook.vram import EstimateRequest
+from webhook.models.catalog import builtin_catalog
+from webhook.models.vram import EstimateRequest
 
 from .published import entries
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from webhook.catalog import builtin_catalog
 from webhook.engines import estimate
 from webhook.engines.identity import identify
-from webhook.vram import Estimate, EstimateRequest
+from webhook.models.catalog import builtin_catalog
+from webhook.models.vram import Estimate, EstimateRequest
 
 from .published import entries
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.catalog import builtin_catalog
 from webhook.engines import estimate, llamacpp, ollama, sglang, tgi
 from webhook.engines import vllm as v
 from webhook.engines.layers import KVLayout
-from webhook.vram import EstimateRequest
+from webhook.models.catalog import builtin_catalog
+from webhook.models.vram import EstimateRequest
 
 
 @pytest.mark.parametrize(("version", "env", "want"), [

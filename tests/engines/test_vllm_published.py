@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.catalog import builtin_catalog
 from webhook.engines import estimate
 from webhook.engines import vllm as vllm_engine
-from webhook.vram import EstimateRequest
+from webhook.models.catalog import builtin_catalog
+from webhook.models.vram import EstimateRequest
 
 from .published import VllmCase, entries, vllm_case
 

@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from webhook.cluster.snapshot import Snapshot, snapshot_from_nodes
 from webhook.config import Config
-from webhook.nodecache import Kind
-from webhook.snapshot import Snapshot, snapshot_from_nodes
+from webhook.kube.nodecache import Kind
 
 from ..unit.helpers import container, cpu_node, gpu_node, pod
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import orjson
 
-from webhook.catalog import builtin_catalog
+from webhook.cluster.snapshot import Snapshot, snapshot_from_nodes
 from webhook.config import Config
 from webhook.config import Extender as ExtenderConfig
-from webhook.extender import Extender
-from webhook.placement import Need, fit, score
-from webhook.snapshot import Snapshot, snapshot_from_nodes
+from webhook.decide.placement import Need, fit, score
+from webhook.models.catalog import builtin_catalog
+from webhook.serve.extender import Extender
 
 from ..unit.helpers import cpu_node, gpu_node
 from .cluster import CFG, FITS, fixed_snapshot, gpu_pod, names
@@ -114,8 +114,8 @@ def test_fast_path_matches_a_naive_per_node_fit() -> None:
 
 
 def _demand(pod: dict[str, Any]) -> Any:
-    from webhook.demand import read_demand
-    from webhook.workload import pod_view
+    from webhook.decide.demand import read_demand
+    from webhook.kinds import pod_view
 
     view = pod_view({**pod, "kind": "Pod"})
     assert view is not None

@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from webhook.app import create_app
+from webhook.cluster.snapshot import FixedInventory, StaticInventory
 from webhook.config import Config, Extender
-from webhook.snapshot import FixedInventory, StaticInventory
-from webhook.state import AppState
+from webhook.serve.app import create_app
+from webhook.serve.state import AppState
 
 from ..harness import Running, serve_app
 from .cluster import CFG, EXPECTED_CODES, FITS, fixed_snapshot, gpu_pod, names, nodes
@@ -173,7 +173,7 @@ def test_static_inventory_and_metrics() -> None:
 
 
 def test_an_internal_error_is_answered_not_a_500(server: Running, monkeypatch: pytest.MonkeyPatch) -> None:
-    from webhook.extender import Extender as Decisions
+    from webhook.serve.extender import Extender as Decisions
 
     def boom(self: Decisions, body: bytes) -> bytes:
         raise RuntimeError("bug")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.nodecache import InventoryState, event_batches
+from webhook.kube.nodecache import InventoryState, event_batches
 
 from ..unit.helpers import gpu_node
 from .cluster import CFG, bookmark, bound_pod, event, gone, namespace, with_rv

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.certs import make_bundle, write_bundle
+from webhook.tls.certs import make_bundle, write_bundle
 
 from ..e2e.harness import REPO_ROOT, bin_dir
 

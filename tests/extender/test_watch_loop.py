@@ -10,10 +10,10 @@ from contextlib import contextmanager
 
 import orjson
 
-from webhook.app import create_app
+from webhook.kube.nodecache import Gone, KubeInventory
 from webhook.metrics import Metrics
-from webhook.nodecache import Gone, KubeInventory
-from webhook.state import AppState
+from webhook.serve.app import create_app
+from webhook.serve.state import AppState
 
 from ..harness import serve_app
 from ..unit.helpers import gpu_node
@@ -161,7 +161,7 @@ def test_the_extender_sees_pod_events_over_a_real_socket() -> None:
 def test_backoff_is_exponential_with_jitter_and_capped() -> None:
     import random
 
-    from webhook.nodecache import Backoff
+    from webhook.kube.nodecache import Backoff
 
     b = Backoff(base=1, cap=8, rng=random.Random(3))
     delays = [b.next() for _ in range(6)]

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.audit import AuditResult, WorkloadRef, audit, capabilities, workloads
-from webhook.catalog import builtin_catalog
-from webhook.cli import main
+from webhook.advise.explain import explain, render
+from webhook.audit.audit import AuditResult, WorkloadRef, audit, capabilities, workloads
+from webhook.audit.reports import OPEN_REPORT, TRUNCATED, desired_report, failing_in
+from webhook.cli.main import main
+from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Config
-from webhook.explain import explain, render
-from webhook.reports import OPEN_REPORT, TRUNCATED, desired_report, failing_in
-from webhook.snapshot import snapshot_from_nodes
+from webhook.models.catalog import builtin_catalog
 
 from .helpers import container, deployment, gpu_node, pod
 
@@ -236,7 +236,7 @@ def test_krew_manifest_names_the_plugin_binary() -> None:
     assert doc["kind"] == "Plugin" and doc["metadata"]["name"] == "vramgate"
     assert doc["spec"]["platforms"][0]["bin"] == "kubectl-vramgate"
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
-    assert 'kubectl-vramgate = "webhook.plugin:main"' in pyproject
+    assert 'kubectl-vramgate = "webhook.cli.plugin:main"' in pyproject
 
 
 def test_explain_does_not_blame_the_gpus_its_own_pods_hold() -> None:

@@ -10,7 +10,7 @@ from bench.cluster import fleet
 from bench.cluster.kube import percentile
 from bench.cluster.run import AdmissionResult, Results, SchedResult, final_line, table
 from webhook.config import Config
-from webhook.nodecache import InventoryState
+from webhook.kube.nodecache import InventoryState
 
 
 def _ready(node: dict) -> dict:

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.catalog import (
+from webhook.cli.main import main
+from webhook.models.catalog import (
     Catalog,
     ModelSpec,
     builtin_catalog,
     computed_params,
     spec_from_mapping,
 )
-from webhook.cli import main
 
 CAT = builtin_catalog()
 SPECS = list(CAT)

@@ -6,8 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.catalog import builtin_catalog
-from webhook.cli import main
+from webhook.cli.main import main
 from webhook.cluster.cloud import (
     GPUTable,
     InstanceType,
@@ -16,11 +15,12 @@ from webhook.cluster.cloud import (
     parse_table,
     why_unknown,
 )
+from webhook.cluster.inventory import NodeGPUs, node_gpus, vram_missing
 from webhook.config import Config, Labels
-from webhook.demand import read_demand
-from webhook.inventory import NodeGPUs, node_gpus, vram_missing
-from webhook.placement import Code, Need, cluster_verdict, fit, fits_ever, score
-from webhook.workload import pod_view
+from webhook.decide.demand import read_demand
+from webhook.decide.placement import Code, Need, cluster_verdict, fit, fits_ever, score
+from webhook.kinds import pod_view
+from webhook.models.catalog import builtin_catalog
 
 from .helpers import container, gpu_node, pod
 

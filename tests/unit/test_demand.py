@@ -2,12 +2,12 @@
 
 import pytest
 
-from webhook.catalog import Catalog, ModelSpec, params_from_name
 from webhook.config import Config
-from webhook.declaration import quant_in_model_id
-from webhook.demand import DeclarationError, Demand, read_demand
+from webhook.decide.demand import DeclarationError, Demand, read_demand
 from webhook.engines import read_container
-from webhook.workload import pod_view
+from webhook.kinds import pod_view
+from webhook.models.catalog import Catalog, ModelSpec, params_from_name
+from webhook.units.declaration import quant_in_model_id
 
 from .helpers import container, deployment, pod
 

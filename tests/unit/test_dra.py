@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.catalog import builtin_catalog
-from webhook.cli import main
+from webhook.cli.main import main
 from webhook.cluster import dra
+from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Config
-from webhook.manifests import load_file, load_inventory
-from webhook.placement import Code, Need, fit
-from webhook.snapshot import snapshot_from_nodes
-from webhook.verdict import judge
+from webhook.decide.placement import Code, Need, fit
+from webhook.decide.verdict import judge
+from webhook.kube.manifests import load_file, load_inventory
+from webhook.models.catalog import builtin_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples" / "dra"
@@ -373,7 +373,7 @@ def _template(ann: dict[str, str] | None = None, inner: dict[str, str] | None = 
 def test_unannotated_claim_template_is_not_judged() -> None:
     j = judge(_template(), _snap(), CFG, CATALOG)
     assert j.allowed and j.code == "not-a-workload"
-    from webhook.mutation import mutation
+    from webhook.decide.mutation import mutation
     assert mutation(_template(), j, CFG) == ([], [])
 
 
@@ -385,7 +385,7 @@ def test_annotated_template_rejected_when_no_device_holds_it() -> None:
 
 
 def test_annotated_template_gets_memory_selector_idempotently() -> None:
-    from webhook.mutation import mutation
+    from webhook.decide.mutation import mutation
     t = _template(inner={"vramgate.io/model": "llama-3.1-8b-instruct", "vramgate.io/context-length": "8192"})
     snap = _snap()
     j = judge(t, snap, CFG, CATALOG)
@@ -405,7 +405,7 @@ def test_annotated_template_gets_memory_selector_idempotently() -> None:
 
 
 def test_explicit_per_gpu_annotation_on_a_claim() -> None:
-    from webhook.mutation import mutation
+    from webhook.decide.mutation import mutation
     t = _template({"vramgate.io/vram-per-gpu-mib": "30720", "vramgate.io/gpu-memory-utilization": "1"})
     j = judge(t, _snap(), CFG, CATALOG)
     assert j.allowed and j.demand is not None and j.demand.per_gpu_mib == 30720
@@ -414,7 +414,7 @@ def test_explicit_per_gpu_annotation_on_a_claim() -> None:
 
 
 def test_never_widens_a_stricter_user_selector() -> None:
-    from webhook.mutation import mutation
+    from webhook.decide.mutation import mutation
     strict = [{"cel": {"expression": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("80Gi")) >= 0'}}]
     t = _template({"vramgate.io/vram": "30Gi"}, selectors=strict)
     j = judge(t, _snap(), CFG, CATALOG)
@@ -422,7 +422,7 @@ def test_never_widens_a_stricter_user_selector() -> None:
 
 
 def test_resource_claim_first_available_each_choice_narrowed() -> None:
-    from webhook.mutation import mutation
+    from webhook.decide.mutation import mutation
     claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
              "metadata": {"name": "c", "namespace": "ml", "annotations": {"vramgate.io/vram": "20Gi"}},
              "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
@@ -439,7 +439,7 @@ def test_resource_claim_first_available_each_choice_narrowed() -> None:
 
 
 def test_inventory_state_follows_slices_classes_and_templates() -> None:
-    from webhook.nodecache import DRA_KINDS, KINDS, InventoryState
+    from webhook.kube.nodecache import DRA_KINDS, KINDS, InventoryState
     state = InventoryState(CFG, (*KINDS, *DRA_KINDS))
     node = {"metadata": {"name": "n1", "resourceVersion": "5"}, "status": {}}
     state.relist("Node", [node], "5")
@@ -482,7 +482,7 @@ def test_kube_inventory_counts_an_unserved_dra_kind_as_listed() -> None:
     import asyncio
 
     from tests.extender.cluster import FakeApi
-    from webhook.nodecache import KubeInventory, Unavailable
+    from webhook.kube.nodecache import KubeInventory, Unavailable
 
     api = FakeApi()
     for kind in ("Node", "Pod", "Namespace"):
@@ -509,7 +509,7 @@ def test_kube_inventory_counts_an_unserved_dra_kind_as_listed() -> None:
 def test_extender_filters_claim_pods_on_node_devices() -> None:
     import orjson
 
-    from webhook.extender import Extender
+    from webhook.serve.extender import Extender
 
     snap = _snap()
     dep = _deployment("llama-8b-on-a-mig-slice")
@@ -535,7 +535,7 @@ def test_extender_filters_claim_pods_on_node_devices() -> None:
 
 
 def test_shared_devices_get_a_memory_request() -> None:
-    from webhook.mutation import mutation
+    from webhook.decide.mutation import mutation
     node = {"kind": "Node", "metadata": {"name": "n1"}, "status": {}}
     shared = _slice([_gpu("gpu-0", {"value": "80Gi"}, allowMultipleAllocations=True)])
     snap = snapshot_from_nodes([node], CFG, dra=[shared])
@@ -557,7 +557,7 @@ def test_shared_devices_get_a_memory_request() -> None:
 
 
 def test_claim_pods_get_no_vram_node_affinity() -> None:
-    from webhook.mutation import mutation
+    from webhook.decide.mutation import mutation
     snap = _snap()
     tmpl = _deployment("llama-8b-dra")["spec"]["template"]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **tmpl["metadata"]}, "spec": tmpl["spec"]}

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from webhook.catalog import builtin_catalog
-from webhook.cli import main
+from webhook.advise.fit import COMMON_GPUS, common_kinds, plan, request_for, tp_sizes
+from webhook.cli.main import main
+from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Config
+from webhook.decide.verdict import judge
 from webhook.engines import estimate, max_context
 from webhook.engines.vllm import kv_pool
-from webhook.fit import COMMON_GPUS, common_kinds, plan, request_for, tp_sizes
-from webhook.snapshot import snapshot_from_nodes
-from webhook.verdict import judge
+from webhook.models.catalog import builtin_catalog
 
 from .helpers import container, deployment, gpu_node
 

@@ -1,7 +1,7 @@
 """Node → GPU capability and health."""
 
+from webhook.cluster.inventory import classify, node_gpus
 from webhook.config import Config
-from webhook.inventory import classify, node_gpus
 
 from .helpers import cpu_node, gpu_node
 

@@ -6,9 +6,18 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.kinds import Context, DeclaredValueError, Runtimes, WorkloadError, roles
+from webhook.kinds import (
+    KINDS,
+    TEMPLATE_PATHS,
+    Context,
+    DeclaredValueError,
+    PodView,
+    Runtimes,
+    WorkloadError,
+    pod_view,
+    roles,
+)
 from webhook.kinds.kserve import fill_placeholders, merge_container
-from webhook.workload import TEMPLATE_PATHS, WORKLOAD_KINDS, PodView, pod_view
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kinds"
 
@@ -33,7 +42,7 @@ def gpus(view: PodView) -> str | None:
 
 def test_workload_module_keeps_its_names() -> None:
     assert TEMPLATE_PATHS["CronJob"] == ("spec", "jobTemplate", "spec", "template")
-    assert {"Pod", "Deployment", "LeaderWorkerSet", "RayService", "InferenceService", "Model"} <= WORKLOAD_KINDS
+    assert {"Pod", "Deployment", "LeaderWorkerSet", "RayService", "InferenceService", "Model"} <= KINDS
     view = pod_view({"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}})
     assert view is not None and view.role == "" and view.group_size == 1 and view.ref == "pod/p"
     assert PodView("Pod", "ns", "p", {}, {}).group_size == 1  # old positional constructor still works

@@ -7,13 +7,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.admission.decision import declaration_changed
-from webhook.catalog import builtin_catalog
-from webhook.cli import main
+from webhook.cli.main import main
+from webhook.cluster.snapshot import Snapshot, snapshot_from_nodes
 from webhook.config import Config
+from webhook.decide.verdict import judge
 from webhook.kinds import CUSTOM_KINDS, Runtimes
-from webhook.snapshot import Snapshot, snapshot_from_nodes
-from webhook.verdict import judge
+from webhook.models.catalog import builtin_catalog
+from webhook.serve.admission.decision import declaration_changed
 
 from .helpers import gpu_node
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.kubectl import NoCluster, connect
+from webhook.kube.kubectl import NoCluster, connect
 
 
 def kubeconfig(path: Path, current: str, contexts: dict[str, str | None]) -> Path:

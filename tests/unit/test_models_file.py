@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from tests.harness import serve_app
+from webhook.cluster.snapshot import StaticInventory
 from webhook.config import ConfigError, load_config
-from webhook.manifests import load_nodes
-from webhook.models_file import ModelsWatcher
-from webhook.server import build_app
-from webhook.snapshot import StaticInventory
-from webhook.state import AppState
+from webhook.kube.manifests import load_nodes
+from webhook.serve.models_watch import ModelsWatcher
+from webhook.serve.server import build_app
+from webhook.serve.state import AppState
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY: dict[str, Any] = {

@@ -2,12 +2,12 @@
 
 import pytest
 
-from webhook.catalog import builtin_catalog
+from webhook.cluster.inventory import node_gpus
 from webhook.config import Config
-from webhook.demand import Demand, read_demand
-from webhook.inventory import node_gpus
-from webhook.placement import Code, Need, cluster_verdict, fit, fits_ever, score
-from webhook.workload import pod_view
+from webhook.decide.demand import Demand, read_demand
+from webhook.decide.placement import Code, Need, cluster_verdict, fit, fits_ever, score
+from webhook.kinds import pod_view
+from webhook.models.catalog import builtin_catalog
 
 from .helpers import container, cpu_node, gpu_node, pod
 
@@ -167,7 +167,7 @@ def test_fits_ever_agrees_with_fit() -> None:
 def test_admitting_a_band_estimate_stops_at_the_first_roomy_node(monkeypatch: pytest.MonkeyPatch) -> None:
     """A vLLM pod's estimate is a band (expected above the low end): admitting it must not judge every node
     (it did, with a new Need per node: 60 % of vramgate's CPU in admission at 1,000 KWOK nodes)."""
-    import webhook.placement as placement
+    import webhook.decide.placement as placement
 
     d = demand(pod(container(args=["--model", "meta-llama/Meta-Llama-3-8B-Instruct", "--max-model-len", "8192"])))
     need = Need.of(d)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.quantity import (
+from webhook.units.quantity import (
     QuantityError,
     parse_count,
     parse_fraction,

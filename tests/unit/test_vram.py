@@ -4,9 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.catalog import ModelSpec
-from webhook.precision import PRECISIONS, canonical, kv_bytes
-from webhook.vram import (
+from webhook.models.catalog import ModelSpec
+from webhook.models.vram import (
     CUDA_CONTEXT_MIB,
     MIB,
     EstimateRequest,
@@ -15,6 +14,7 @@ from webhook.vram import (
     max_context,
     round_context,
 )
+from webhook.units.precision import PRECISIONS, canonical, kv_bytes
 
 LLAMA3_8B = ModelSpec(
     name="llama-3-8b-instruct", params=8.03e9, layers=32, hidden_size=4096, heads=32, kv_heads=8, head_dim=128,

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..quantity import MIB, QuantityError, parse_size_bytes
+from ..units.quantity import MIB, QuantityError, parse_size_bytes
 
 NVIDIA_DRIVER = "gpu.nvidia.com"
 API_GROUP = "resource.k8s.io"

@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
-from ..catalog import ModelSpec
-from ..vram import Estimate, EstimateRequest
-from ..vram import estimate as generic_estimate
-from ..vram import max_context as vram_max_context
+from ..models.catalog import ModelSpec
+from ..models.vram import Estimate, EstimateRequest
+from ..models.vram import estimate as generic_estimate
+from ..models.vram import max_context as vram_max_context
 from . import llamacpp, nim, ollama, sglang, tgi, trainers, vllm
 from .base import Found, Settings, Version, parse_version
 from .cmdline import Command, commands_of, container_env

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..catalog import Catalog, ModelSpec
-from ..declaration import quant_in_model_id
+from ..models.catalog import Catalog, ModelSpec
+from ..units.declaration import quant_in_model_id
 
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 _GGUF_QUANT = re.compile(r"[-_.](i?q[2-8]_(?:k_[sml]|k|[01])|f16|bf16|fp16)(?:\.gguf)?$", re.IGNORECASE)

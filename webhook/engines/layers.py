@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..catalog import ModelSpec
+from ..models.catalog import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..catalog import ModelSpec
-from ..vram import Estimate, EstimateRequest, shape_of
+from ..models.catalog import ModelSpec
+from ..models.vram import Estimate, EstimateRequest, shape_of
 from .base import Setting, Settings, find_command, read_settings
 from .cmdline import Command, OptionTable, parse_argv
 from .serving import Costs

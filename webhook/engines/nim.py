@@ -10,8 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ..catalog import ModelSpec
-from ..vram import Estimate, EstimateRequest
+from ..models.catalog import ModelSpec
+from ..models.vram import Estimate, EstimateRequest
 from . import vllm
 from .base import Setting, Settings, read_settings
 from .cmdline import Command

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..catalog import ModelSpec
-from ..vram import Estimate, EstimateRequest
+from ..models.catalog import ModelSpec
+from ..models.vram import Estimate, EstimateRequest
 from .base import Setting, Settings, Version, read_settings, version_of
 from .cmdline import Command
 from .serving import Costs

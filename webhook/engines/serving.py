@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..catalog import ModelSpec
-from ..precision import kv_bytes
-from ..vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
+from ..models.catalog import ModelSpec
+from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
+from ..units.precision import kv_bytes
 from .layers import layout_of
 
 

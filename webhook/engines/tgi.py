@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..catalog import ModelSpec
-from ..vram import Estimate, EstimateRequest
+from ..models.catalog import ModelSpec
+from ..models.vram import Estimate, EstimateRequest
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
 from .serving import Costs

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from ..catalog import ModelSpec
-from ..precision import PRECISIONS
-from ..vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
+from ..models.catalog import ModelSpec
+from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
+from ..units.precision import PRECISIONS
 from .base import Setting, Settings, read_settings
 from .cmdline import Command, OptionTable, parse_argv
 

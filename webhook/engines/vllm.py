@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..catalog import ModelSpec
-from ..precision import kv_bytes
-from ..vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
+from ..models.catalog import ModelSpec
+from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
+from ..units.precision import kv_bytes
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
 from .layers import KVLayout, layout_of

@@ -8,7 +8,7 @@ from typing import Any
 from . import jobset, kserve, kubeai, lws, nim, ray, trainer
 from .pods import POD_KINDS, TEMPLATE_PATHS, pod_view
 from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
-from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError
+from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError, as_list
 
 _Extract = Callable[[dict[str, Any], Context], RoleSet]
 _BY_KIND: dict[str, _Extract] = {
@@ -45,5 +45,5 @@ def roles(obj: Any, ctx: Context | None = None) -> RoleSet | None:
 
 __all__ = [
     "CUSTOM_KINDS", "KINDS", "NO_RUNTIMES", "POD_KINDS", "RUNTIME_KINDS", "TEMPLATE_PATHS", "Context",
-    "DeclaredValueError", "PodView", "Role", "RoleSet", "Runtimes", "WorkloadError", "pod_view", "roles",
+    "DeclaredValueError", "PodView", "Role", "RoleSet", "Runtimes", "WorkloadError", "as_list", "pod_view", "roles",
 ]

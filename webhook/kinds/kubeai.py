@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..quantity import QuantityError, parse_size_bytes
+from ..units.quantity import QuantityError, parse_size_bytes
 from .runtimes import Context
 from .view import PodView, Role, RoleSet, WorkloadError, as_dict, as_list, copied, count, identity, inherit_annotations
 

@@ -1,0 +1,1 @@
+"""The commands: ``vramgate`` and its subcommands, audit and report output, and the kubectl plugin."""

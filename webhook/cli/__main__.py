@@ -1,0 +1,5 @@
+"""``python -m webhook.cli``: the ``vramgate`` command."""
+
+from .main import main
+
+raise SystemExit(main())

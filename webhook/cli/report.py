@@ -1,0 +1,347 @@
+"""`vramgate check` results as data, and as JSON, YAML, JUnit XML and SARIF 2.1.0.
+
+One :class:`Result` per workload, or per role of a multi-role kind: where it is (file, YAML document, line),
+what it is, the verdict admission gives with its reason code and message, warnings, the estimate with its
+parts and band, where each input came from, and the fixes (JSON Patches checked by :mod:`webhook.advise.fixes`).
+The JSON and YAML shape is published as a JSON Schema in docs/check-output.schema.json.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import yaml
+
+from ..advise.fixes import Fix, fixes_for, rejudger
+from ..cluster.snapshot import Snapshot
+from ..config import Config
+from ..decide.verdict import Judgement, judge
+from ..kinds import Runtimes
+from ..kube.manifests import ManifestError, flatten
+from ..models.catalog import Catalog
+
+SCHEMA_VERSION = "vramgate.io/check/v1"
+FORMATS = ("text", "json", "yaml", "junit", "sarif")
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+INFO_URI = "https://github.com/vramgate/vramgate"
+
+
+@dataclass(frozen=True)
+class Located:
+    """An object read from a file: its YAML document, its index in a List (if any) and its first line."""
+
+    file: str
+    document: int
+    item: int | None
+    line: int
+    obj: dict[str, Any]
+
+    @property
+    def prefix(self) -> str:
+        return "" if self.item is None else f"/items/{self.item}"
+
+
+def load_located(path: str | Path) -> list[Located]:
+    """Objects of a manifest file with the line each starts on (``List`` kinds flattened, as ``check`` reads)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"{path}: {exc.strerror or exc}") from exc
+    name = str(path)
+    out: list[Located] = []
+    try:
+        if text.lstrip().startswith(("{", "[")):
+            data = json.loads(text)
+            for obj in flatten(data):
+                out.append(Located(name, 0, None, 1, obj))
+            return out
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        docs = list(yaml.safe_load_all(text))
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{path}: not valid YAML or JSON: {str(exc).splitlines()[0]}") from exc
+    for i, (node, doc) in enumerate(zip(nodes, docs, strict=False)):
+        if doc is None:
+            continue
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+            items_node = next((v for k, v in node.value if getattr(k, "value", None) == "items"), None)
+            for j, item in enumerate(doc["items"]):
+                line = items_node.value[j].start_mark.line + 1 if items_node is not None else node.start_mark.line + 1
+                for obj in flatten(item):
+                    out.append(Located(name, i, j, line, obj))
+            continue
+        for obj in flatten(doc):
+            out.append(Located(name, i, None, node.start_mark.line + 1, obj))
+    return out
+
+
+@dataclass
+class Result:
+    """One workload's (or one role's) verdict, as every output format shows it."""
+
+    file: str
+    document: int
+    item: int | None
+    line: int
+    kind: str
+    namespace: str | None
+    name: str
+    role: str | None
+    ref: str
+    allowed: bool
+    code: str
+    message: str
+    warnings: list[str] = field(default_factory=list)
+    estimate: dict[str, Any] | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    fixes: list[Fix] = field(default_factory=list)
+    summary: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return "admit" if self.allowed else "reject"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file, "document": self.document, "item": self.item, "line": self.line,
+            "kind": self.kind, "namespace": self.namespace, "name": self.name, "role": self.role, "ref": self.ref,
+            "verdict": self.verdict, "code": self.code, "message": self.message or self.summary,
+            "warnings": list(self.warnings), "estimate": self.estimate, "sources": dict(self.sources),
+            "fixes": [f.as_dict() for f in self.fixes],
+        }
+
+
+def _estimate(j: Judgement) -> dict[str, Any] | None:
+    demand = j.demand
+    if demand is None:
+        return None
+    est = demand.estimate
+    if est is None:
+        if demand.explicit_vram_mib is None:
+            return None
+        per_gpu = demand.per_gpu_mib or 0
+        return {"per_gpu_mib": per_gpu, "low_per_gpu_mib": per_gpu, "high_per_gpu_mib": per_gpu,
+                "total_mib": demand.explicit_vram_mib, "gpus": demand.gpus, "engine": None, "parts": {},
+                "declared": True}
+    return {
+        "per_gpu_mib": est.per_gpu_mib, "low_per_gpu_mib": est.low_per_gpu_mib,
+        "high_per_gpu_mib": est.high_per_gpu_mib, "total_mib": est.total_mib, "gpus": est.gpus,
+        "engine": est.engine, "parts": est.breakdown(), "declared": False,
+    }
+
+
+def collect(
+    files: Sequence[str], snapshot: Snapshot, config: Config, catalog: Catalog, *, with_fixes: bool = True,
+) -> list[Result]:
+    """Judge every workload in ``files``; rejections carry their checked fixes."""
+    located: list[Located] = []
+    for path in files:
+        located.extend(load_located(path))
+    runtimes = Runtimes.of([loc.obj for loc in located])
+    again = rejudger(snapshot, config, catalog, runtimes)
+    results: list[Result] = []
+    for loc in located:
+        obj = loc.obj
+        whole = judge(obj, snapshot, config, catalog, runtimes=runtimes)
+        if whole.view is None and whole.code == "not-a-workload":
+            continue
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        kind = str(obj.get("kind", "?"))
+        name = str(meta.get("name", "?")) if meta else "?"
+        namespace = meta.get("namespace") if meta and isinstance(meta.get("namespace"), str) else None
+        parts: list[tuple[Judgement, str, str | None, int | None]]
+        if whole.roles:
+            parts = [(r.judgement, r.role.view.ref, r.role.name or None, i) for i, r in enumerate(whole.roles)]
+        else:
+            ref = whole.view.ref if whole.view else f"{kind.lower()}/{name}"
+            parts = [(whole, ref, None, None)]
+        for n, (j, ref, role, index) in enumerate(parts):
+            # Warnings of the object (each already naming its role) go with its first result.
+            warnings = list(whole.warnings) if n == 0 else []
+            fixes = fixes_for(obj, j, index, snapshot, again) if with_fixes and not j.allowed else []
+            results.append(Result(
+                file=loc.file, document=loc.document, item=loc.item, line=loc.line, kind=kind, namespace=namespace,
+                name=name, role=role, ref=ref, allowed=j.allowed, code=j.code, message=j.message,
+                warnings=warnings, estimate=_estimate(j), sources=dict(j.demand.sources) if j.demand else {},
+                fixes=fixes,
+                summary=(j.demand.summary() if j.demand else "no GPU requested") if j.allowed else "",
+            ))
+    return results
+
+
+def document(results: Sequence[Result]) -> dict[str, Any]:
+    """The JSON/YAML output: a version, counts, and every result."""
+    rejected = sum(1 for r in results if not r.allowed)
+    return {
+        "apiVersion": SCHEMA_VERSION,
+        "summary": {"workloads": len(results), "admitted": len(results) - rejected, "rejected": rejected},
+        "results": [r.as_dict() for r in results],
+    }
+
+
+def to_json(results: Sequence[Result]) -> str:
+    return json.dumps(document(results), indent=2) + "\n"
+
+
+def to_yaml(results: Sequence[Result]) -> str:
+    return yaml.safe_dump(document(results), sort_keys=False, width=120, allow_unicode=True)
+
+
+def to_junit(results: Sequence[Result]) -> str:
+    """JUnit XML (the Ant/Jenkins junit-10.xsd shape): a testsuite per file, a testcase per workload."""
+    suites = ET.Element("testsuites")
+    by_file: dict[str, list[Result]] = {}
+    for r in results:
+        by_file.setdefault(r.file, []).append(r)
+    for i, (path, rs) in enumerate(by_file.items()):
+        failures = sum(1 for r in rs if not r.allowed)
+        suite = ET.SubElement(suites, "testsuite", {
+            "name": f"vramgate check {path}", "tests": str(len(rs)), "failures": str(failures), "errors": "0",
+            "skipped": "0", "time": "0", "id": str(i), "package": "vramgate",
+        })
+        for r in rs:
+            case = ET.SubElement(suite, "testcase", {
+                "name": r.ref, "classname": f"{path}:{r.line}", "time": "0",
+            })
+            if not r.allowed:
+                failure = ET.SubElement(case, "failure", {"message": r.message[:1000], "type": r.code})
+                lines = [r.message]
+                for f in r.fixes:
+                    lines.append(f"fix {f.suggestion}: {f.description}")
+                failure.text = "\n".join(lines)
+            out = [f"warning: {w}" for w in r.warnings]
+            if r.allowed:
+                out.insert(0, f"ADMIT {r.ref}: {r.summary or r.message}")
+            if out:
+                ET.SubElement(case, "system-out").text = "\n".join(out)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+_RULES = {
+    "reject": ("vramgate/reject", "The workload would be rejected by vramgate admission"),
+    "warning": ("vramgate/warning", "vramgate admission would admit the workload with a warning"),
+}
+
+
+def _sarif_location(r: Result) -> dict[str, Any]:
+    uri = Path(r.file).as_posix()
+    return {"physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": max(1, r.line)}},
+            "logicalLocations": [{"name": r.ref, "kind": "object",
+                                  "fullyQualifiedName": f"{r.namespace or ''}/{r.ref}".lstrip("/")}]}
+
+
+def _sarif_fix(r: Result, fix: Fix) -> dict[str, Any] | None:
+    """A fix as SARIF ``fix``: the text replacements ``--fix`` would make in the file."""
+    from ..advise.fixes import Edit, text_replacements
+
+    found = text_replacements(r.file, Edit(r.document, "" if r.item is None else f"/items/{r.item}", fix.patch))
+    if not found:
+        return None
+    return {
+        "description": {"text": fix.description},
+        "artifactChanges": [{
+            "artifactLocation": {"uri": Path(r.file).as_posix()},
+            "replacements": [{"deletedRegion": {"charOffset": offset, "charLength": length},
+                              "insertedContent": {"text": text}} for offset, length, text in found],
+        }],
+    }
+
+
+def to_sarif(results: Sequence[Result], version: str = "0.1.0") -> str:
+    """SARIF 2.1.0: a result per rejection (level error) and per warning (level warning), on the document's line."""
+    out: list[dict[str, Any]] = []
+    for r in results:
+        if not r.allowed:
+            res: dict[str, Any] = {
+                "ruleId": _RULES["reject"][0], "ruleIndex": 0, "level": "error",
+                "message": {"text": r.message}, "locations": [_sarif_location(r)],
+                "properties": {"code": r.code, "estimate": r.estimate, "sources": r.sources,
+                               "fixes": [f.as_dict() for f in r.fixes]},
+            }
+            fixes = [f for f in (_sarif_fix(r, fix) for fix in r.fixes) if f is not None]
+            if fixes:
+                res["fixes"] = fixes
+            out.append(res)
+        for w in r.warnings:
+            out.append({"ruleId": _RULES["warning"][0], "ruleIndex": 1, "level": "warning",
+                        "message": {"text": w}, "locations": [_sarif_location(r)]})
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "vramgate", "version": version, "informationUri": INFO_URI,
+                "rules": [{"id": rid, "shortDescription": {"text": text}} for rid, text in _RULES.values()],
+            }},
+            "results": out,
+        }],
+    }
+    return json.dumps(log, indent=2) + "\n"
+
+
+def to_text(results: Sequence[Result]) -> str:
+    """The default output: ADMIT/REJECT lines as `vramgate check` always printed them."""
+    lines: list[str] = []
+    for r in results:
+        if r.allowed:
+            lines.append(f"ADMIT   {r.ref}: {r.summary}")
+        else:
+            lines.append(f"REJECT  {r.message}")
+        lines.extend(f"  warning: {w}" for w in r.warnings)
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render(results: Sequence[Result], output: str) -> str:
+    if output == "json":
+        return to_json(results)
+    if output == "yaml":
+        return to_yaml(results)
+    if output == "junit":
+        return to_junit(results)
+    if output == "sarif":
+        return to_sarif(results)
+    return to_text(results)
+
+
+def run_check(files: Sequence[str], output: str, snapshot: Snapshot, config: Config, catalog: Catalog, *,
+              fix: bool = False, suggestion: int = 1, dry_run: bool = False) -> int:
+    """`vramgate check -o FORMAT` and `--fix`: print, rewrite, and return the exit code (0 admitted, 1 rejected)."""
+    import sys
+
+    from ..advise.fixes import Edit, rewrite, unified
+
+    results = collect(files, snapshot, config, catalog)
+    rejected = any(not r.allowed for r in results)
+    if not fix:
+        sys.stdout.write(render(results, output))
+        return 1 if rejected else 0
+    edits: dict[str, list[Edit]] = {}
+    missing: list[str] = []
+    for r in results:
+        if r.allowed:
+            continue
+        if suggestion > len(r.fixes):
+            missing.append(f"{r.ref}: no fix {suggestion} (" + (f"{len(r.fixes)} offered" if r.fixes else
+                           "no suggestion is admitted after a single edit") + ")")
+            continue
+        chosen = r.fixes[suggestion - 1]
+        edits.setdefault(r.file, []).append(Edit(r.document, "" if r.item is None else f"/items/{r.item}",
+                                                 chosen.patch))
+        print(f"# {r.ref}: fix {chosen.suggestion}: {chosen.description}", file=sys.stderr)
+    for path, file_edits in edits.items():
+        before, after = rewrite(path, file_edits)
+        sys.stdout.write(unified(path, before, after))
+        if not dry_run:
+            Path(path).write_text(after, encoding="utf-8")
+    for line in missing:
+        print(f"# {line}", file=sys.stderr)
+    if dry_run or not edits:
+        return 1 if rejected else 0
+    again = collect(files, snapshot, config, catalog, with_fixes=False)
+    return 1 if any(not r.allowed for r in again) else 0

@@ -1,0 +1,168 @@
+"""An immutable view of the cluster's GPU nodes, swapped whole when the inventory changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Protocol
+
+from ..config import Config
+from .dra import DraView, devices_by_node, dra_view
+from .inventory import NodeGPUs, node_gpus, with_devices
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Nodes by name, free GPUs per node, and whether the source has synced at least once."""
+
+    nodes: Mapping[str, NodeGPUs] = field(default_factory=dict)
+    free: Mapping[str, int] = field(default_factory=dict)
+    synced: bool = False
+    revision: int = 0
+    # namespace → its ``vramgate.io/enforcement`` label, for namespaces that carry one (cluster mode).
+    enforcement: Mapping[str, str] = field(default_factory=dict)
+    # node → placement class (see ClassTable): nodes of one class have the same capability and the
+    # same free GPUs, so any pod gets the same verdict and score on them. Ids mean something only
+    # within one snapshot; a node missing here is judged the slow way.
+    classes: Mapping[str, int] = field(default_factory=dict)
+    # class id → (the class's capability, without a name; its free GPUs). Append-only, shared with
+    # later snapshots: every id in ``classes`` indexes it.
+    class_info: Sequence[tuple[NodeGPUs, int]] = ()
+    # node → metadata.resourceVersion the snapshot's NodeGPUs was computed from (cluster mode).
+    versions: Mapping[str, str] = field(default_factory=dict)
+    # DeviceClasses, and the ResourceClaims/Templates in view, for pods that ask for GPUs with claims.
+    dra: DraView = field(default_factory=DraView)
+
+    def free_gpus(self, name: str) -> int:
+        node = self.nodes.get(name)
+        if node is None:
+            return 0
+        return self.free.get(name, node.allocatable)
+
+    def gpu_nodes(self) -> list[NodeGPUs]:
+        return list(self.by_vram)
+
+    # Built once per snapshot (snapshots are immutable) so admission never rebuilds them per request.
+    @cached_property
+    def by_vram(self) -> tuple[NodeGPUs, ...]:
+        """GPU nodes, largest GPUs (then most GPUs) first: admission's "can any node hold it" stops early."""
+        gpu = [n for n in self.nodes.values() if n.is_gpu_node]
+        gpu.sort(key=lambda n: (-n.vram_mib, -n.capacity, n.name))
+        return tuple(gpu)
+
+    @cached_property
+    def cpu_nodes(self) -> tuple[NodeGPUs, ...]:
+        """Nodes without GPUs."""
+        return tuple(n for n in self.nodes.values() if not n.is_gpu_node)
+
+
+def capability(node: NodeGPUs) -> NodeGPUs:
+    """The node without its name: equal (and equally hashed) for nodes that any pod judges alike.
+
+    DRA devices lose their node and pool too (a node's pool is named after it), so a fleet of
+    identical DRA nodes still makes one class.
+    """
+    if node.dra:
+        return replace(node, name="", labels={}, dra=tuple(replace(d, node="", pool="") for d in node.dra))
+    return replace(node, name="", labels={})
+
+
+class ClassTable:
+    """Interns capabilities, then (capability, free GPUs) pairs, to small ints.
+
+    Two nodes with the same class get the same filter verdict and the same score for any pod, so
+    the extender judges each class once per request and keys everything on an int.
+    """
+
+    def __init__(self) -> None:
+        self._caps: dict[NodeGPUs, int] = {}
+        self._cap_list: list[NodeGPUs] = []
+        self._classes: dict[tuple[int, int], int] = {}
+        self.info: list[tuple[NodeGPUs, int]] = []  # class id → (capability, free GPUs); append-only
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def cap_of(self, node: NodeGPUs) -> int:
+        key = capability(node)
+        found = self._caps.get(key)
+        if found is None:
+            found = self._caps[key] = len(self._cap_list)
+            self._cap_list.append(key)
+        return found
+
+    def class_of_cap(self, cap: int, free: int) -> int:
+        key = (cap, free)
+        found = self._classes.get(key)
+        if found is None:
+            found = self._classes[key] = len(self.info)
+            self.info.append((self._cap_list[cap], free))
+        return found
+
+    def class_of(self, node: NodeGPUs, free: int) -> int:
+        return self.class_of_cap(self.cap_of(node), free)
+
+
+def snapshot_from_nodes(
+    nodes: Iterable[dict[str, Any]], config: Config, used: Mapping[str, int] | None = None, revision: int = 0,
+    dra: Iterable[dict[str, Any]] = (),
+) -> Snapshot:
+    """Build a snapshot from Node objects and GPUs in use per node (absent: all allocatable free).
+
+    ``dra`` holds ResourceSlices, DeviceClasses, ResourceClaims and ResourceClaimTemplates (any order).
+    """
+    objects = list(dra)
+    drivers = config.labels.dra_drivers
+    devices = devices_by_node((o for o in objects if o.get("kind") == "ResourceSlice"), drivers)
+    table = {}
+    versions = {}
+    for obj in nodes:
+        info = node_gpus(obj, config)
+        if info.name in devices:
+            info = with_devices(info, devices[info.name])
+        if info.name:
+            table[info.name] = info
+            meta = obj.get("metadata")
+            rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            if isinstance(rv, str) and rv:
+                versions[info.name] = rv
+    used = used or {}
+    free = {name: max(0, n.allocatable - used.get(name, 0)) for name, n in table.items()}
+    interner = ClassTable()
+    classes = {name: interner.class_of(n, free[name]) for name, n in table.items()}
+    return Snapshot(nodes=table, free=free, synced=True, revision=revision, classes=classes,
+                    class_info=interner.info, versions=versions, dra=dra_view(objects, drivers))
+
+
+class InventorySource(Protocol):
+    """Where the service's snapshot comes from: a fixed file or a live list+watch."""
+
+    def snapshot(self) -> Snapshot: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class FixedInventory:
+    """An inventory that serves one snapshot for its whole life."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+class StaticInventory(FixedInventory):
+    """A fixed inventory read once from a file of Node objects (``--nodes``)."""
+
+    def __init__(self, nodes: Iterable[dict[str, Any]], config: Config, dra: Iterable[dict[str, Any]] = ()) -> None:
+        super().__init__(snapshot_from_nodes(nodes, config, revision=1, dra=dra))

@@ -1,0 +1,1 @@
+"""The GPU health controller: node health classification, taints and labels, and evictions from failed devices."""

@@ -1,0 +1,645 @@
+"""What a workload needs from GPUs: count per pod, VRAM per GPU, CUDA, tier — from its declaration."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cluster.dra import DraView, Request, pod_claims
+from ..config import Config, PlacementMode
+from ..engines import (
+    ENGINES,
+    ConfigMapLookup,
+    ContainerReading,
+    Found,
+    Settings,
+    engine_env_names,
+    estimate,
+    lifecycle_commands,
+    llamacpp,
+    ollama,
+    read_container,
+    sglang,
+    tgi,
+    trainers,
+)
+from ..engines import vllm as vllm_engine
+from ..engines.base import parse_version
+from ..engines.cmdline import Command
+from ..engines.identity import identify
+from ..kinds import PodView, WorkloadError
+from ..kinds.view import is_placeholder
+from ..models.catalog import Catalog, ModelSpec, params_from_name
+from ..models.vram import Estimate, EstimateRequest, Workload
+from ..units import declaration as d
+from ..units.cuda import CudaVersion, cuda_from_image, parse_cuda
+from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
+from ..units.precision import PRECISIONS, canonical, is_kv_dtype
+from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
+
+# When nothing declares a context and the model is unknown: llama.cpp's and TGI's historical default.
+UNKNOWN_MODEL_CONTEXT = 4096
+# Sequence length a training run uses when nothing declares one (LLaMA-Factory's cutoff_len default).
+TRAINING_CONTEXT = 2048
+
+
+_NO_DRA = DraView()
+
+
+class DeclarationError(ValueError):
+    """A malformed declaration: names the annotation (or env/arg), the value and what is accepted."""
+
+    def __init__(self, where: str, value: str, accepted: str) -> None:
+        self.where, self.value, self.accepted = where, value, accepted
+        super().__init__(f"{where}: {value!r} is not valid; {accepted}")
+
+
+@dataclass(frozen=True)
+class Demand:
+    """A GPU workload's need, as admission, the extender and the CLI all see it."""
+
+    view: PodView
+    gpus: int
+    gpu_containers: tuple[str, ...]
+    workload: Workload
+    tier: str
+    model: str | None = None
+    spec: ModelSpec | None = None
+    engine: str | None = None
+    estimate: Estimate | None = None
+    explicit_vram_mib: int | None = None
+    utilization: float = 1.0
+    cuda: CudaVersion | None = None
+    placement: PlacementMode | None = None
+    warnings: tuple[str, ...] = field(default=())
+    # Where each input came from: ("context", "arg --max-model-len"), ("model", "env MODEL_ID via $(MODEL_ID)").
+    sources: tuple[tuple[str, str], ...] = field(default=())
+    group_size: int = 1  # pods that together hold one model instance (LWS size, --nnodes)
+    # GPUs asked for with DRA ResourceClaims (then ``gpus`` counts their devices): judged on nodes' devices.
+    claims: tuple[Request, ...] = ()
+
+    @property
+    def per_gpu_mib(self) -> int | None:
+        """VRAM each GPU must hold (the estimate's middle), or None when nothing declares enough to tell."""
+        if self.explicit_vram_mib is not None:
+            return math.ceil(self.explicit_vram_mib / self.gpus)
+        return self.estimate.per_gpu_mib if self.estimate else None
+
+    @property
+    def min_per_gpu_mib(self) -> int | None:
+        """The low end of the estimate's band: below it the workload surely cannot start."""
+        if self.explicit_vram_mib is not None:
+            return self.per_gpu_mib
+        return self.estimate.low_per_gpu_mib if self.estimate else None
+
+    @property
+    def total_mib(self) -> int | None:
+        if self.explicit_vram_mib is not None:
+            return self.explicit_vram_mib
+        return self.estimate.total_mib if self.estimate else None
+
+    @property
+    def weights_mib(self) -> float | None:
+        return self.estimate.weights_mib if self.estimate else None
+
+    def summary(self) -> str:
+        """One human line for the ``vramgate.io/estimate`` annotation and messages."""
+        if self.explicit_vram_mib is not None:
+            return f"{self.per_gpu_mib / 1024:.1f} GiB per GPU (declared {d.A_VRAM})"  # type: ignore[operator]
+        if self.estimate is not None:
+            return self.estimate.summary()
+        return "no VRAM estimate (declare vramgate.io/model or vramgate.io/vram)"
+
+    def explain(self) -> list[str]:
+        """Where every input came from, one ``name: source`` line each."""
+        return [f"{k}: {v}" for k, v in self.sources]
+
+
+def _gpu_count(container: dict[str, Any], resource: str, where: str) -> int:
+    resources = container.get("resources") or {}
+    if not isinstance(resources, dict):
+        return 0
+    for key in ("limits", "requests"):
+        section = resources.get(key) or {}
+        if isinstance(section, dict) and resource in section:
+            raw = section[resource]
+            try:
+                count = int(str(raw))
+            except ValueError:
+                if isinstance(raw, str) and is_placeholder(raw):
+                    return 1  # an unfilled template value (`$GPU_PER_NODE`): at least one GPU, size unknown
+                raise DeclarationError(f"{where} {key}[{resource}]", str(raw), "use a whole number") from None
+            if count < 0:
+                raise DeclarationError(f"{where} {key}[{resource}]", str(raw), "use a whole number")
+            return count
+    return 0
+
+
+def gpu_containers(view: PodView, resource: str) -> tuple[int, list[dict[str, Any]]]:
+    """GPUs per pod (max of the app containers' sum and any init container) and the GPU containers."""
+    app = init = 0
+    found: list[dict[str, Any]] = []
+    for key in ("containers", "initContainers"):
+        for c in view.spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            n = _gpu_count(c, resource, f"container {c.get('name', '?')}")
+            if n:
+                found.append(c)
+                if key == "containers":
+                    app += n
+                else:
+                    init = max(init, n)
+    return max(app, init), found
+
+
+def _annotation(annotations: dict[str, str], key: str) -> Found | None:
+    value = annotations.get(key)
+    if isinstance(value, str) and value.strip():
+        return Found(value.strip(), key)
+    return None
+
+
+def _first(*candidates: Found | None) -> Found | None:
+    return next((c for c in candidates if c is not None), None)
+
+
+def _parse(found: Found | None, parser: Any, accepted: str) -> Any:
+    if found is None:
+        return None
+    try:
+        return parser(found.value)
+    except (QuantityError, ValueError):
+        raise DeclarationError(found.source, found.value, accepted) from None
+
+
+def _tier(view: PodView, annotations: dict[str, str], config: Config) -> str:
+    declared = annotations.get(d.A_TIER)
+    if declared:
+        if declared not in config.admission.tiers:
+            raise DeclarationError(d.A_TIER, declared, "use one of " + ", ".join(config.admission.tiers))
+        return declared
+    kinds = set(config.admission.batch_kinds)
+    return "batch" if view.kind in kinds or view.owner_kinds & kinds else "production"
+
+
+def _bool(found: Found | None, default: bool) -> bool:
+    if found is None:
+        return default
+    value = found.value.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise DeclarationError(found.source, found.value, "use true or false")
+
+
+def _mm_items(found: Found | None) -> int | None:
+    """Images per prompt from ``--limit-mm-per-prompt``: ``image=4`` or ``{"image": 4}``."""
+    if found is None:
+        return None
+    text = found.value.strip()
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            value = data.get("image")
+            return int(value) if isinstance(value, int | float) else None
+    except ValueError:
+        pass
+    match = re.search(r"image\s*=\s*(\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def _int_setting(s: Settings, key: str) -> int | None:
+    found = s.get(key)
+    if found is None or _unresolved(found.value):
+        return None  # `--nnodes $(LWS_GROUP_SIZE)`, `$NUM_NODES`: filled in at run time, unknown here
+    return _parse(found, parse_positive_int, "use a whole number")
+
+
+def _unresolved(value: str) -> bool:
+    return "$(" in value or "${" in value or is_placeholder(value)
+
+
+def _main(readings: list[ContainerReading]) -> ContainerReading:
+    """The GPU container that speaks for the pod: the first that names a model, else one running an engine."""
+    for r in readings:
+        if r.settings is not None and r.settings.get("model") is not None:
+            return r
+    for r in readings:
+        if any(r.env.get(n) for n in d.MODEL_ENVS) or r.settings is not None:
+            return r
+    return readings[0]
+
+
+def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigMapLookup | None = None,
+                dra: DraView | None = None) -> Demand | None:
+    """The demand of a workload, or None when it asks for no GPU. Raises DeclarationError.
+
+    GPUs come from ``nvidia.com/gpu`` limits, else from the pod's ResourceClaims (their templates or
+    claims looked up in ``dra``).
+    """
+    try:
+        gpus, containers = gpu_containers(view, config.labels.gpu_resource)
+    except WorkloadError as exc:
+        raise DeclarationError("spec", "", str(exc)) from None
+    claimed = None
+    if gpus == 0 and view.spec.get("resourceClaims"):
+        claimed = pod_claims(view.spec, view.namespace or "", dra or _NO_DRA)
+    if claimed is not None:
+        gpus, containers = claimed.gpus, list(claimed.containers)
+    if gpus == 0:
+        return None
+    ann = view.annotations
+    warnings: list[str] = list(claimed.warnings) if claimed else []
+    sources: list[tuple[str, str]] = []
+    readings = [read_container(c, (), lookup) for c in containers]
+    if any(r.engine == ollama.NAME and r.settings is not None and r.settings.get("model") is None
+           for r in readings):
+        # Ollama's model is often pulled by a lifecycle hook or an init container.
+        pod_commands: list[Command] = lifecycle_commands(view.spec)
+        readings = [read_container(c, pod_commands, lookup) for c in containers]
+    main = _main(readings)
+    settings = main.settings or Settings("unknown")
+    engine = _engine_of(ann, settings)
+    unknown = _relevant_unknown_env(main)
+    if unknown:
+        warnings.append(f"container {main.container.get('name')}: env {', '.join(unknown)} comes from a "
+                        "ConfigMap or Secret vramgate cannot read here; values it sets are not known")
+
+    workload_found = _annotation(ann, d.A_WORKLOAD)
+    workload_raw = workload_found.value.lower() if workload_found else (
+        "training" if settings.engine == trainers.NAME else "inference")
+    if workload_raw not in ("inference", "training"):
+        raise DeclarationError(d.A_WORKLOAD, workload_raw, "use inference or training")
+    workload: Workload = "training" if workload_raw == "training" else "inference"
+    if workload == "training" and engine not in (trainers.NAME,):
+        engine = trainers.NAME
+    tier = _tier(view, ann, config)
+    placement_raw = ann.get(d.A_PLACEMENT)
+    placement: PlacementMode | None = None
+    if placement_raw is not None:
+        if placement_raw not in ("binpack", "spread"):
+            raise DeclarationError(d.A_PLACEMENT, placement_raw, "use binpack or spread")
+        placement = "spread" if placement_raw == "spread" else "binpack"
+
+    cuda = _cuda(ann, readings)
+    util_found = _first(_annotation(ann, d.A_UTIL), settings.get("util"))
+    util_declared = _parse(util_found, parse_fraction, "use a fraction in (0, 1] such as 0.9")
+    if util_found:
+        sources.append(("gpu-memory-utilization", util_found.source))
+
+    group = max(1, int(getattr(view, "group_size", 1) or 1))
+    nnodes = _int_setting(settings, "nnodes")
+    if group == 1 and nnodes and nnodes > 1:
+        # SGLang --nnodes, torchrun --nnodes, accelerate --num_machines: one instance spans that many pods.
+        group = nnodes
+        nn = settings.get("nnodes")
+        sources.append(("group", f"{nn.source if nn else 'nnodes'}: the model spans {nnodes} pods"))
+    tp = _int_setting(settings, "tp")
+    pp = _int_setting(settings, "pp") or 1
+    model_gpus = gpus * group
+    # Only where the engine's own command line is in view: an image run with no arguments may get its
+    # parallelism from somewhere vramgate cannot see.
+    saw_cmdline = any(f.source.startswith("arg ") for f in settings.values.values())
+    one_gpu_default = (engine in (vllm_engine.NAME, sglang.NAME) and tp is None and settings.value("pp") is None
+                       and settings.value("launcher") is None and saw_cmdline
+                       and workload_found_is_inference(ann, settings))
+    if one_gpu_default and model_gpus > 1:
+        # vLLM and SGLang default to --tensor-parallel-size 1: the model sits on one GPU (the others idle
+        # or hold data-parallel replicas).
+        model_gpus = 1
+    if tp is not None:
+        tp_found = settings.get("tp")
+        assert tp_found is not None
+        if tp * pp != model_gpus:
+            warnings.append(f"{tp_found.source}={tp}" + (f" × pipeline {pp}" if pp > 1 else "")
+                            + f" but the pod{'s of the group' if group > 1 else ''} request{'s' if group == 1 else ''} "
+                            f"{model_gpus} GPU(s); VRAM is split over {min(model_gpus, tp * pp) or model_gpus}")
+            if tp * pp < model_gpus and tp * pp > 0:
+                model_gpus = tp * pp
+
+    vram_found = _annotation(ann, d.A_VRAM)
+    explicit = _parse(vram_found, parse_size_mib, "use a size such as 40Gi, 40960Mi or 42GB")
+
+    def done(**kw: Any) -> Demand:
+        return Demand(
+            view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
+            workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
+            sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (), **kw,
+        )
+
+    if explicit is not None:
+        sources.append(("vram", d.A_VRAM))
+        return done(explicit_vram_mib=explicit, utilization=util_declared or 1.0)
+
+    model_found = _first(_annotation(ann, d.A_MODEL), settings.get("model"), _env_model(main))
+    params_found = _annotation(ann, d.A_PARAMS)
+    params = _parse(params_found, parse_count, "use a parameter count such as 15B, 7.6b, 350M or 1.5e9")
+    model = model_found.value if model_found else None
+    ident = identify(catalog, model, engine) if model else None
+    spec = ident.spec if ident else None
+    if model_found:
+        via = _via_env(main, model_found)
+        sources.append(("model", f"{model_found.source}{via}" + (f" → catalog {spec.name}" if spec else "")))
+    if params is None and spec is not None:
+        params = spec.params
+    if params_found:
+        sources.append(("params", d.A_PARAMS))
+    if params is None and model_found is not None:
+        params = params_from_name(ident.name if ident else model_found.value)
+        if params is not None:
+            warnings.append(f"model {model_found.value!r} is not in the catalog; assumed {params / 1e9:.3g}B "
+                            f"parameters from its name (set {d.A_MODEL} to a catalog name or {d.A_PARAMS})")
+        elif model_found.source == d.A_MODEL:
+            raise DeclarationError(
+                d.A_MODEL, model_found.value,
+                f"it is not in the catalog; set {d.A_PARAMS} (e.g. 15B) or {d.A_VRAM} (e.g. 40Gi), "
+                "or add the model to the config's models list",
+            )
+        else:
+            warnings.append(f"model {model_found.value!r} ({model_found.source}) is not in the catalog; "
+                            f"no VRAM check: set {d.A_MODEL} to a catalog model, or {d.A_PARAMS} or {d.A_VRAM}")
+    if params is None:
+        if model_found is None:
+            warnings.append(f"no model named anywhere in the pod; no VRAM check: set the {d.A_MODEL} annotation "
+                            f"(or {d.A_VRAM})")
+        return done(model=model)
+
+    precision = _precision(ann, settings, ident.quantization if ident else None, spec, workload, engine, sources)
+    context = _context(ann, settings, spec, workload, engine, sources, warnings)
+    batch = _batch(ann, settings, main, engine, workload, sources)
+    kv_dtype = _kv_dtype(ann, settings, engine, warnings)
+    req = EstimateRequest(
+        params=params, precision=precision, spec=spec, context=context, batch=batch, gpus=model_gpus,
+        workload=workload, kv_cache_dtype=kv_dtype, engine=engine if engine != "unknown" else None,
+        engine_version=_version(ann, settings), pipeline=pp,
+    )
+    req = _engine_specifics(req, ann, settings, workload, warnings)
+    if one_gpu_default and gpus * group > 1:
+        flag = "--tp" if engine == "sglang" else "--tensor-parallel-size"
+        warnings.append(f"{engine} puts the model on one GPU unless told otherwise: priced on one GPU; add "
+                        f"{flag} {gpus * group} to split it over all {gpus * group} GPUs")
+    est = estimate(req)
+    util = util_declared or default_util(engine, config, workload, tp or model_gpus)
+    return done(model=model, spec=spec, estimate=est, utilization=util)
+
+
+def workload_found_is_inference(ann: dict[str, str], settings: Settings) -> bool:
+    declared = (ann.get(d.A_WORKLOAD) or "").strip().lower()
+    return declared != "training" and settings.engine != trainers.NAME
+
+
+def _engine_of(ann: dict[str, str], settings: Settings) -> str:
+    declared = ann.get(d.A_ENGINE)
+    if declared:
+        name = declared.strip().lower().replace("llamacpp", "llama.cpp").replace("llama-cpp", "llama.cpp")
+        aliases = {"text-generation-inference": "tgi", "huggingface-tgi": "tgi", "trainers": "trainer",
+                   "training": "trainer"}
+        name = aliases.get(name, name)
+        if name not in ENGINES:
+            raise DeclarationError(d.A_ENGINE, declared, "use one of " + ", ".join(ENGINES))
+        return name
+    return settings.engine
+
+
+def _version(ann: dict[str, str], settings: Settings) -> tuple[int, ...] | None:
+    declared = ann.get(d.A_ENGINE_VERSION)
+    if declared:
+        version = parse_version(declared)
+        if version is None:
+            raise DeclarationError(d.A_ENGINE_VERSION, declared, "use a version such as 0.8.5")
+        return version
+    return settings.version
+
+
+def _relevant_unknown_env(main: ContainerReading) -> list[str]:
+    """Unreadable env (Secrets, ConfigMaps not in view) that could change the estimate.
+
+    A variable the command line refers to, a model variable, or an env twin of the engine's settings;
+    a whole ``envFrom`` source counts only when the engine reads its settings from env. An HF token
+    from a Secret is none of these and is not worth a warning on every apply.
+    """
+    if not main.unknown_env:
+        return []
+    text = " ".join(" ".join(c.words) for c in main.commands) + " " + main.command_text
+    twins = engine_env_names(main.engine) | set(d.MODEL_ENVS)
+    out = []
+    for name in main.unknown_env:
+        if name.startswith("envFrom "):
+            if twins - set(d.MODEL_ENVS) or "$" in text:
+                out.append(name)
+        elif name in twins or f"$({name})" in text or f"${name}" in text or f"${{{name}" in text:
+            out.append(name)
+    return out
+
+
+def _via_env(main: ContainerReading, found: Found) -> str:
+    """`` (via $(MODEL_ID))`` when the value reached the command line from an env variable."""
+    if found.source.startswith("env") or found.source.startswith("vramgate.io/"):
+        return ""
+    text = main.command_text
+    if "$" not in text:
+        return ""
+    for name, value in main.env.items():
+        if value == found.value and (f"$({name})" in text or f"${name}" in text or f"${{{name}" in text):
+            return f" (via env {name})"
+    return ""
+
+
+def _env_model(main: ContainerReading) -> Found | None:
+    for name in d.MODEL_ENVS:
+        value = main.env.get(name)
+        if value:
+            return Found(value, f"env {name}")
+    return None
+
+
+def _cuda(ann: dict[str, str], readings: list[ContainerReading]) -> CudaVersion | None:
+    found = _annotation(ann, d.A_CUDA)
+    if found is not None:
+        cuda = parse_cuda(found.value)
+        if cuda is None:
+            raise DeclarationError(d.A_CUDA, found.value, "use a CUDA version such as 12.2")
+        return cuda
+    for r in readings:
+        cuda = cuda_from_image(str(r.container.get("image") or ""))
+        if cuda is None:
+            env_cuda = r.env.get("CUDA_VERSION")
+            cuda = parse_cuda(env_cuda) if env_cuda else None
+        if cuda is not None:
+            return cuda
+    return None
+
+
+def _precision(ann: dict[str, str], s: Settings, in_id: str | None, spec: ModelSpec | None, workload: Workload,
+               engine: str, sources: list[tuple[str, str]]) -> str:
+    dtype = s.get("dtype")
+    if dtype is not None and dtype.value.strip().lower() == "auto":
+        dtype = None
+    quant = s.get("quantization")
+    if quant is not None and canonical(quant.value) is None and quant.source != d.A_PRECISION:
+        # An engine quantization vramgate does not know (e.g. a new kernel name): the id or dtype decides.
+        quant = None
+    if engine == trainers.NAME and workload == "training":
+        if s.flag("load_in_4bit") or s.value("quantization_bit") == "4":
+            four = s.get("load_in_4bit")
+            quant = Found("nf4", four.source if four else "arg --quantization_bit")
+        elif s.flag("load_in_8bit") or s.value("quantization_bit") == "8":
+            quant = Found("int8", "arg --load_in_8bit")
+    declared = _annotation(ann, d.A_PRECISION)
+    if declared is not None:
+        precision = canonical(declared.value)
+        if precision is None:
+            raise DeclarationError(declared.source, declared.value, "use one of " + PRECISIONS_ACCEPTED)
+        sources.append(("precision", declared.source))
+        return precision
+    # What the engine and the model id say: a value vramgate cannot price is passed over, never rejected
+    # (the engine accepted it).
+    for found in (quant, Found(in_id, "model id") if in_id else None, dtype):
+        if found is not None and (precision := canonical(found.value)) is not None:
+            sources.append(("precision", found.source))
+            return precision
+    if engine == ollama.NAME:
+        sources.append(("precision", "Ollama library tag default (q4_k_m)"))
+        return "q4_k_m"
+    if spec is not None and spec.dtype == "fp32" and workload == "inference":
+        # Engines serve fp32 checkpoints in fp16 (vLLM's --dtype auto); training keeps the checkpoint's dtype.
+        sources.append(("precision", "fp32 checkpoint served in fp16 (--dtype auto)"))
+        return "fp16"
+    sources.append(("precision", "catalog native dtype" if spec else "default bf16"))
+    return spec.dtype if spec else "bf16"
+
+
+def _context(ann: dict[str, str], s: Settings, spec: ModelSpec | None, workload: Workload, engine: str,
+             sources: list[tuple[str, str]], warnings: list[str]) -> int:
+    found = _first(_annotation(ann, d.A_CONTEXT), s.get("context"))
+    context = _parse(found, parse_positive_int, "use a whole number of tokens such as 8192")
+    if context is not None and found is not None:
+        if found.source != d.A_CONTEXT and engine == llamacpp.NAME and context == 0:
+            context = None  # llama.cpp: -c 0 means the model's own context
+        else:
+            sources.append(("context", found.source))
+            return int(context)
+    if found is not None and context == 0 and engine != llamacpp.NAME:
+        raise DeclarationError(found.source, found.value, "use a whole number of tokens such as 8192")
+    model_ctx = spec.context if spec else UNKNOWN_MODEL_CONTEXT
+    if workload == "training":
+        sources.append(("context", f"training default {TRAINING_CONTEXT}"))
+        return min(model_ctx, TRAINING_CONTEXT)
+    if engine == tgi.NAME:
+        default = tgi.default_context(s.version)
+        if default is not None:
+            sources.append(("context", f"TGI {('.'.join(map(str, s.version)) if s.version else '')} default"))
+            return min(model_ctx, default)
+        sources.append(("context", "TGI 3 sizes max_total_tokens to memory; priced at min(model, 4096)"))
+        return min(model_ctx, 4096)
+    if engine == ollama.NAME:
+        sources.append(("context", "Ollama default OLLAMA_CONTEXT_LENGTH"))
+        return min(model_ctx, ollama.default_context(s.version))
+    if engine == llamacpp.NAME:
+        sources.append(("context", "llama-server default --ctx-size"))
+        return min(model_ctx, llamacpp.DEFAULT_CONTEXT) if found is None else model_ctx
+    sources.append(("context", "the model's full context (engine default max_model_len)" if spec
+                    else f"unknown model: {UNKNOWN_MODEL_CONTEXT}"))
+    return model_ctx
+
+
+def _batch(ann: dict[str, str], s: Settings, main: ContainerReading, engine: str, workload: Workload,
+           sources: list[tuple[str, str]]) -> int:
+    found = _annotation(ann, d.A_BATCH)
+    if found is None and workload == "training":
+        found = s.get("micro_batch")
+    if found is None and engine == "unknown":
+        value = main.env.get("MAX_BATCH_SIZE")
+        found = Found(value, "env MAX_BATCH_SIZE") if value else None
+    batch = _parse(found, parse_positive_int, "use a whole number of sequences such as 16")
+    if found is not None:
+        sources.append(("batch", found.source))
+    return int(batch or 1)
+
+
+def _kv_dtype(ann: dict[str, str], s: Settings, engine: str, warnings: list[str]) -> str | None:
+    declared = _annotation(ann, d.A_KV_DTYPE)
+    if declared is not None:
+        if not is_kv_dtype(declared.value):
+            raise DeclarationError(declared.source, declared.value, "use auto, fp16, bf16 or fp8")
+        return declared.value if declared.value.lower() != "auto" else None
+    found = s.get("kv_dtype")
+    if found is None or found.value.lower() == "auto":
+        return None
+    if not is_kv_dtype(found.value):
+        warnings.append(f"{found.source}={found.value}: KV-cache dtype not modelled; priced as 16-bit")
+        return None
+    return found.value
+
+
+def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, workload: Workload,
+                      warnings: list[str]) -> EstimateRequest:
+    """Fill the request with what the engine's settings say about its memory behaviour."""
+    if workload == "training":
+        ft_found = _annotation(ann, d.A_FINETUNE)
+        finetune = ft_found.value.lower() if ft_found else trainers.finetune_of(s)
+        if finetune is not None and finetune not in ("full", "lora", "qlora"):
+            raise DeclarationError(d.A_FINETUNE, finetune, "use full, lora or qlora")
+        if finetune == "qlora" and req.precision in ("bf16", "fp16", "fp32"):
+            req = req.but(precision="nf4")
+        if finetune is None:
+            finetune = "qlora" if PRECISIONS[req.precision].quantized else "full"
+        par_found = _annotation(ann, d.A_PARALLELISM)
+        par = par_found.value.lower() if par_found else (trainers.parallelism_of(s) or "ddp")
+        if par not in ("ddp", "fsdp", "zero1", "zero2", "zero3"):
+            raise DeclarationError(d.A_PARALLELISM, par, "use ddp, fsdp, zero1, zero2 or zero3")
+        ckpt = _bool(_first(_annotation(ann, d.A_GRAD_CKPT), s.get("gradient_checkpointing")), True)
+        rank = _int_setting(s, "lora_r") or 16
+        optim = (s.value("optim") or "").lower()
+        return req.but(engine=trainers.NAME, finetune=finetune, parallelism=par, gradient_checkpointing=ckpt,
+                       lora_rank=rank, optimizer_bits=8 if "8bit" in optim else 32)
+    changes: dict[str, Any] = {}
+    if (seqs := _int_setting(s, "max_seqs")) is not None:
+        changes["max_num_seqs"] = seqs
+    if (tokens := _int_setting(s, "batched_tokens")) is not None:
+        changes["batched_tokens"] = tokens
+    if s.flag("enforce_eager"):
+        changes["enforce_eager"] = True
+    if (offload := s.number("cpu_offload_gb")) is not None and offload > 0:
+        changes["cpu_offload_gib"] = offload
+    if s.get("kv_cache_bytes") is not None:
+        try:
+            changes["kv_cache_bytes"] = int(parse_size_mib(s.value("kv_cache_bytes") or "") * 1024 * 1024)
+        except QuantityError:
+            warnings.append(f"{s.get('kv_cache_bytes').source}: not a size; ignored")  # type: ignore[union-attr]
+    if (items := _mm_items(s.get("mm_limit"))) is not None:
+        changes["mm_items"] = items
+    if s.value("use_v1") in ("0", "false", "False"):
+        changes["legacy_engine"] = True
+    if (layers := s.number("gpu_layers")) is not None:
+        changes["gpu_layers"] = int(layers)
+    if req.engine == ollama.NAME:
+        changes["slots"] = _int_setting(s, "parallel") or ollama.default_parallel(req.engine_version)
+    if req.engine == llamacpp.NAME and (slots := _int_setting(s, "parallel")) and slots > 1 \
+            and s.get("context") is not None and d.A_CONTEXT not in ann:
+        # llama-server splits --ctx-size over its --parallel slots: each sequence gets ctx / np tokens.
+        changes["context"] = max(1, req.context // slots)
+        changes["slots"] = slots
+    if req.engine == tgi.NAME and (prefill := _int_setting(s, "prefill_tokens")) is not None:
+        changes["prefill_tokens"] = prefill
+    return req.but(**changes) if changes else req
+
+
+def default_util(engine: str, config: Config, workload: Workload, tp: int) -> float:
+    """The share of each GPU the engine lets itself use when nothing says."""
+    if workload == "training":
+        return 1.0
+    if engine in (vllm_engine.NAME, "nim"):
+        return config.gpu_memory_utilization
+    if engine == sglang.NAME:
+        return sglang.default_mem_fraction(tp)
+    if engine == tgi.NAME:
+        return 0.98  # cuda_memory_fraction 1.0, less the blocks TGI keeps back in warm-up
+    if engine in (llamacpp.NAME, ollama.NAME):
+        return 1.0
+    return config.gpu_memory_utilization

@@ -1,0 +1,522 @@
+"""Placement decisions: does a node fit a demand (and why not), can any node ever, and how well."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from ..cluster.dra import Device, Request, matching
+from ..cluster.inventory import NodeGPUs, vram_missing
+from ..config import PlacementMode
+from ..engines import estimate as run_estimate
+from ..engines import max_context, suggest
+from ..models.vram import EstimateRequest, round_context
+from ..units.cuda import CudaVersion, format_cuda, min_driver_major
+from ..units.precision import DOWNGRADES, PRECISIONS
+from .demand import Demand
+
+MAX_SCORE = 10
+
+
+class Code(StrEnum):
+    """Why a node does or does not fit. The extender's per-node reasons start with these.
+
+    VRAM_UNKNOWN never fails a node: it is the admission code of a workload admitted unchecked
+    because only nodes of unknown VRAM could hold it.
+    """
+
+    FITS = "Fits"
+    NO_GPUS = "NoGPUs"
+    NO_DEVICE_PLUGIN = "NoDevicePlugin"
+    GPU_FAULT = "GPUFault"
+    VRAM_UNKNOWN = "VRAMUnknown"
+    VRAM_TOO_SMALL = "VRAMTooSmall"
+    TOO_FEW_GPUS = "TooFewGPUs"
+    DRIVER_TOO_OLD = "DriverTooOld"
+    GPUS_BUSY = "GPUsBusy"
+
+
+RESOLVABLE = frozenset({Code.GPUS_BUSY})
+
+
+@dataclass(frozen=True)
+class Need:
+    """The part of a demand placement looks at; built once per request."""
+
+    gpus: int
+    per_gpu_mib: int | None  # what must fit: the low end of the estimate's band
+    utilization: float = 1.0
+    cuda: CudaVersion | None = None
+    expected_mib: int | None = None  # the estimate's middle, for scores and warnings
+    claims: tuple[Request, ...] = ()  # DRA device requests: judged on each node's devices, not nvidia.com/gpu
+
+    @classmethod
+    def of(cls, demand: Demand) -> Need:
+        return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib,
+                   demand.claims)
+
+    @property
+    def expected(self) -> int | None:
+        return self.expected_mib if self.expected_mib is not None else self.per_gpu_mib
+
+    @property
+    def min_driver(self) -> int | None:
+        return min_driver_major(self.cuda) if self.cuda else None
+
+
+@dataclass(frozen=True)
+class NodeFit:
+    """A node's verdict for one pod."""
+
+    node: str
+    code: Code
+    reason: str
+
+    @property
+    def fits(self) -> bool:
+        return self.code is Code.FITS
+
+    @property
+    def resolvable(self) -> bool:
+        """Whether preemption or waiting could make it fit (only busy GPUs can be freed)."""
+        return self.code in RESOLVABLE
+
+
+def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
+    """The node as a pod with DRA claims sees it: only the devices its requests could get count.
+
+    Capacity is the number of matching devices; VRAM is the smallest of those that hold the per-GPU
+    need when enough do, else the memory of the best device the pod would have to take (so the VRAM
+    check fails with that device named). Devices with a NoSchedule/NoExecute taint are not allocatable.
+    Requests of one pod are judged on the union of the devices they could match.
+    """
+    if not need.claims:
+        return node
+    seen: dict[tuple[str, str, str], Device] = {}
+    for req in need.claims:
+        for choice in req.choices():
+            for d in matching(choice, node.dra).devices:
+                seen.setdefault((d.driver, d.pool, d.name), d)
+    devices = sorted(seen.values(), key=lambda d: -d.memory_mib)
+    if not devices:
+        return replace(node, capacity=0, allocatable=0, labelled=False, plugin_missing=False, labelled_count=0,
+                       vram_mib=0, dra=(), unhealthy_gpus=0)
+    per = need.per_gpu_mib
+    big = [d for d in devices if per is None or d.memory_mib <= 0 or d.memory_mib * need.utilization >= per]
+    if len(big) >= need.gpus:
+        chosen = big
+        known = [d.memory_mib for d in big if d.memory_mib > 0]
+        vram = min(known) if known else 0
+        top = next((d for d in big if d.memory_mib == vram), big[0])
+    else:
+        chosen = devices
+        top = devices[min(need.gpus, len(devices)) - 1]
+        vram = top.memory_mib
+    healthy = [d for d in chosen if d.taint is None]
+    health, reason = node.health, node.health_reason
+    if not healthy and node.fault is None:
+        health, reason = "unhealthy", f"every matching device is tainted ({chosen[0].taint})"
+    return replace(node, capacity=len(chosen), allocatable=len(healthy), labelled=False, plugin_missing=False,
+                   labelled_count=0, vram_mib=vram, product=top.label, dra=tuple(chosen), health=health,
+                   health_reason=reason, unhealthy_gpus=len(chosen) - len(healthy))
+
+
+def usable_mib(node: NodeGPUs, need: Need) -> float:
+    return node.vram_mib * need.utilization
+
+
+def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = False) -> NodeFit:
+    """Whether ``node`` can hold the pod now (``free`` GPUs) or, with ``ever``, on an idle healthy day."""
+    if need.claims:
+        # The DRA plugin in the scheduler tracks allocated devices; vramgate judges capability and health.
+        node, free = for_claims(need, node), None
+    name = node.name
+    if not node.is_gpu_node:
+        return NodeFit(name, Code.NO_GPUS, "no GPUs")
+    if not ever:
+        if node.plugin_missing:
+            return NodeFit(name, Code.NO_DEVICE_PLUGIN, "GPU labels but no nvidia.com/gpu: device plugin not running")
+        if node.health == "unhealthy":
+            return NodeFit(name, Code.GPU_FAULT, node.health_reason)
+    count = node.capacity if ever else node.allocatable
+    if ever and node.plugin_missing:
+        count = node.labelled_count
+    if count < need.gpus:
+        what = "GPUs" if ever else "healthy GPUs"
+        return NodeFit(name, Code.TOO_FEW_GPUS, f"{count} {what}, pod needs {need.gpus}")
+    # Unknown VRAM never fails a node: the pod may land there, unchecked (and scored low).
+    if need.per_gpu_mib is not None and node.vram_mib > 0 and need.per_gpu_mib > usable_mib(node, need):
+        return NodeFit(
+            name, Code.VRAM_TOO_SMALL,
+            f"needs {_gib(need.per_gpu_mib)} GiB per GPU, {node.product or 'GPU'} has {_gib(node.vram_mib)} GiB"
+            + (f" ({need.utilization:g} usable)" if need.utilization < 1 else ""),
+        )
+    min_driver = need.min_driver
+    if min_driver is not None and node.driver_major is not None and node.driver_major < min_driver:
+        return NodeFit(
+            name, Code.DRIVER_TOO_OLD,
+            f"driver {node.driver_major} < {min_driver} needed by CUDA {format_cuda(need.cuda)}"  # type: ignore[arg-type]
+        )
+    if not ever and free is not None and free < need.gpus:
+        return NodeFit(name, Code.GPUS_BUSY, f"{free} of {node.allocatable} GPUs free, pod needs {need.gpus}")
+    if need.per_gpu_mib is not None and node.vram_mib <= 0:
+        return NodeFit(name, Code.FITS, "fits; VRAM unknown, not checked")
+    return NodeFit(name, Code.FITS, "fits")
+
+
+def fits_ever(need: Need, node: NodeGPUs) -> bool:
+    """``fit(need, node, ever=True).fits`` without building reasons: the admission hot path."""
+    node = for_claims(need, node)
+    if not node.is_gpu_node:
+        return False
+    count = node.labelled_count if node.plugin_missing else node.capacity
+    if count < need.gpus:
+        return False
+    per_gpu = need.per_gpu_mib
+    if per_gpu is not None and node.vram_mib > 0 and per_gpu > node.vram_mib * need.utilization:
+        return False
+    min_driver = need.min_driver
+    return not (min_driver is not None and node.driver_major is not None and node.driver_major < min_driver)
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:.1f}".removesuffix(".0")
+
+
+def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack") -> int:
+    """0–10: binpack prefers the tightest VRAM and the fewest GPUs left free; spread the opposite.
+
+    A node whose VRAM is unknown scores 0 for a pod that needs VRAM: any node known to hold it comes first.
+    """
+    if need.claims:
+        node = for_claims(need, node)
+        free = node.allocatable
+    if need.per_gpu_mib is not None and node.vram_mib <= 0:
+        return 0
+    if need.per_gpu_mib is not None:
+        leftover = max(0.0, node.vram_mib - need.per_gpu_mib) / node.vram_mib
+    else:
+        leftover = 0.5
+    gpus_left = max(0, free - need.gpus) / max(node.allocatable, 1)
+    tight = 0.7 * (1 - leftover) + 0.3 * (1 - gpus_left)
+    value = tight if mode == "binpack" else 1 - tight
+    return max(0, min(MAX_SCORE, round(MAX_SCORE * value)))
+
+
+@dataclass(frozen=True)
+class ClusterVerdict:
+    """Admission's answer: can any node ever hold the workload; if not, why, and what would."""
+
+    admit: bool
+    code: Code
+    message: str
+    best_node: str | None = None
+    suggestions: tuple[str, ...] = ()
+
+
+def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict:
+    """Judge a demand against every GPU node's capability, ignoring current use and health.
+
+    Unknown VRAM never rejects: when only nodes of unknown VRAM could hold the workload, it is
+    admitted with a message naming what each lacks. It is rejected for VRAM only when every node
+    with enough GPUs declares its VRAM and it is too small.
+    """
+    need = Need.of(demand)
+    if need.claims:
+        nodes = list(nodes)
+        with_devices = [n for n in nodes if n.dra]
+        nodes = [for_claims(need, n) for n in nodes]
+        if with_devices and not any(n.is_gpu_node for n in nodes):
+            asked = ", ".join(sorted({f"{r.claim}/{r.name} ({r.class_name or 'unknown class'})"
+                                      for r in need.claims}))
+            kinds = sorted({d.label for n in with_devices for d in n.dra})
+            return ClusterVerdict(False, Code.TOO_FEW_GPUS, (
+                f"{demand.view.ref}: no device in the cluster matches its claims {asked}; the ResourceSlices "
+                f"offer {', '.join(kinds[:5])}{', …' if len(kinds) > 5 else ''}. "
+                "Try: a DeviceClass or selector these devices satisfy"))
+    # The admit path is lazy: with nodes largest first (Snapshot.by_vram) it stops after a node or
+    # two, so admitting a pod costs the same at 10 or 10,000 nodes. Lists are built only to reject.
+    seq: Sequence[NodeGPUs] = nodes if isinstance(nodes, list | tuple) else list(nodes)
+    unknown: list[NodeGPUs] = []
+    for n in seq:
+        if n.is_gpu_node and fits_ever(need, n):
+            if n.vram_mib > 0 or need.per_gpu_mib is None:
+                return _maybe_tight(demand, need, seq, n)
+            unknown.append(n)
+    gpu_nodes = [n for n in seq if n.is_gpu_node]
+    if not gpu_nodes:
+        if need.claims:
+            return ClusterVerdict(True, Code.FITS, "no DRA devices in the inventory (no ResourceSlices in view); "
+                                  "the pod's claims are not checked")
+        return ClusterVerdict(True, Code.FITS, "no GPU nodes in the inventory; not checked")
+    who = demand.view.ref
+    if unknown and need.per_gpu_mib is not None:
+        shown = "; ".join(vram_missing(n) for n in unknown[:3]) + ("; …" if len(unknown) > 3 else "")
+        msg = (f"{who}: needs {_gib(need.per_gpu_mib)} GiB VRAM per GPU, not checked: "
+               f"{'no node of known VRAM can hold it and ' if any(n.vram_mib > 0 for n in gpu_nodes) else ''}"
+               f"{len(unknown)} node(s) with enough GPUs have unknown VRAM ({shown}). "
+               "Fix: deploy GPU Feature Discovery, label the nodes nvidia.com/gpu.memory (MiB), "
+               "or map your own label in the config (labels.memory_labels, labels.product_memory)")
+        return ClusterVerdict(True, Code.VRAM_UNKNOWN, msg, best_node=unknown[0].name)
+    fits = [fit(need, n, ever=True) for n in gpu_nodes]
+    largest = max(gpu_nodes, key=lambda n: (n.vram_mib, n.capacity))
+    too_small = all(f.code in (Code.VRAM_TOO_SMALL, Code.TOO_FEW_GPUS) for f in fits)
+    if need.per_gpu_mib is not None and largest.vram_mib > 0 and too_small and not _vram_ok_anywhere(need, gpu_nodes):
+        tips = suggestions(demand, gpu_nodes)
+        usable = ""
+        if need.utilization < 1:
+            usable = f", {_gib(largest.vram_mib * need.utilization)} GiB usable at gpu-memory-utilization " \
+                     f"{need.utilization:g}"
+        msg = (f"{who}: needs {_gib(need.expected or need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}"
+               f"{_at_least(need)}); the largest GPU in the cluster has {_gib(largest.vram_mib)} GiB "
+               f"({largest.name}, {largest.product or 'unknown product'}{usable}). "
+               f"Try: {'; '.join(tips) if tips else 'a node with larger GPUs'}")
+        if need.claims:
+            msg = _claim_words(msg)
+        return ClusterVerdict(False, Code.VRAM_TOO_SMALL, msg, suggestions=tuple(tips))
+    if any(f.code is Code.TOO_FEW_GPUS for f in fits) and not any(f.code is Code.DRIVER_TOO_OLD for f in fits):
+        most = max(gpu_nodes, key=lambda n: (n.capacity, n.vram_mib))
+        msg = (f"{who}: needs {need.gpus} GPUs on one node"
+               + (f" with {_gib(need.per_gpu_mib)} GiB VRAM each" if need.per_gpu_mib is not None else "")
+               + f"; no node has that (most: {most.capacity} on {most.name}, {most.product or 'unknown product'}, "
+               f"{_gib(most.vram_mib) + ' GiB' if most.vram_mib > 0 else 'VRAM unknown'} each). "
+               "Try: fewer GPUs per pod with a smaller precision or context, "
+               "or nodes with more GPUs")
+        return ClusterVerdict(False, Code.TOO_FEW_GPUS, msg)
+    old = [n for n, f in zip(gpu_nodes, fits, strict=True) if f.code is Code.DRIVER_TOO_OLD]
+    newest = max((n.driver_major or 0 for n in old), default=0)
+    msg = (f"{who}: needs CUDA {format_cuda(need.cuda) if need.cuda else '?'} (NVIDIA driver ≥ {need.min_driver}); "
+           f"the nodes whose GPUs can hold it run driver {newest} at most. "
+           f"Try: an image built for an older CUDA, or nodes with driver ≥ {need.min_driver}")
+    return ClusterVerdict(False, Code.DRIVER_TOO_OLD, msg)
+
+
+def _claim_words(msg: str) -> str:
+    """Say it the DRA way for a pod whose GPUs come from ResourceClaims."""
+    msg = msg.replace("the largest GPU in the cluster has", "the largest device its claims can match has")
+    return re.sub(r"nvidia\.com/gpu: (\d+)", r"count: \1 in the claim's request", msg)
+
+
+def _at_least(need: Need) -> str:
+    if need.expected is not None and need.per_gpu_mib is not None and need.per_gpu_mib < need.expected:
+        return f"; at least {_gib(need.per_gpu_mib)} GiB even at the estimate's low end"
+    return ""
+
+
+def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: NodeGPUs) -> ClusterVerdict:
+    """Admit; when only the low end of the estimate fits anywhere, say so (the band straddles the GPU)."""
+    expected = need.expected
+    if expected is None or need.per_gpu_mib is None or expected <= need.per_gpu_mib:
+        return ClusterVerdict(True, Code.FITS, "fits", best_node=first.name)
+    # One Need for the whole scan, and stop at the first roomy node: this runs for every admitted pod
+    # whose estimate is a band (most vLLM pods), so it must not cost a dataclass per node.
+    at_expected = replace(need, per_gpu_mib=expected)
+    roomy = next((n for n in nodes if n.is_gpu_node and n.vram_mib > 0 and fits_ever(at_expected, n)), None)
+    if roomy is not None:
+        return ClusterVerdict(True, Code.FITS, "fits", best_node=roomy.name)
+    best = max((n for n in nodes if n.is_gpu_node and n.vram_mib > 0), key=lambda n: n.vram_mib, default=first)
+    est = demand.estimate
+    if est is not None and best.vram_mib > 0 and est.request.engine is not None:
+        # Engine defaults depend on the GPU (vLLM's V1 batch sizes): price it on the largest one.
+        on_best = run_estimate(est.request.but(gpu_mib=float(best.vram_mib), gpu_product=best.product or None))
+        if on_best.per_gpu_mib <= best.vram_mib * need.utilization:
+            return ClusterVerdict(True, Code.FITS, "fits", best_node=best.name)
+        expected = on_best.per_gpu_mib
+    engine = f" ({est.engine})" if est is not None else ""
+    msg = (f"{demand.view.ref}: may not fit: expected {_gib(expected)} GiB per GPU{engine}, "
+           f"{best.product or best.name} offers {_gib(best.vram_mib * need.utilization)} GiB usable; "
+           f"admitted because the low end of the estimate ({_gib(need.per_gpu_mib)} GiB) fits")
+    if est is not None and est.engine.startswith("ollama"):
+        share = max(0.0, 1 - best.vram_mib * need.utilization / expected)
+        msg = (f"{demand.view.ref}: Ollama will run about {share:.0%} of the model on the CPU (slower, not a failure): "
+               f"it needs {_gib(expected)} GiB, {best.product or best.name} offers {_gib(best.vram_mib)} GiB")
+    return ClusterVerdict(True, Code.FITS, msg, best_node=first.name)
+
+
+def _vram_ok_anywhere(need: Need, nodes: list[NodeGPUs]) -> bool:
+    return need.per_gpu_mib is not None and any(
+        n.vram_mib > 0 and need.per_gpu_mib <= usable_mib(n, need) for n in nodes
+    )
+
+
+def _breakdown(demand: Demand) -> str:
+    est = demand.estimate
+    if est is None:
+        return f"declared {demand.total_mib and _gib(demand.total_mib)} GiB in vramgate.io/vram"
+    return est.summary().split(": ", 1)[1]
+
+
+def _fewest_gpus(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> tuple[int, int, str] | None:
+    """The fewest GPUs above ``req.gpus`` on which some node holds ``req``: (GPUs, MiB per GPU, product)."""
+    for g in range(req.gpus + 1, max(n.capacity for n in nodes) + 1):
+        # Tensor parallelism splits attention heads evenly (vLLM: heads % tp == 0); unknown models: powers of 2.
+        if (req.spec.heads % g if req.spec else g & (g - 1)) != 0:
+            continue
+        alt = run_estimate(req.but(gpus=g))
+        for n in nodes:
+            if n.capacity >= g and alt.per_gpu_mib <= n.vram_mib * util:
+                return g, alt.per_gpu_mib, n.product or n.name
+    return None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One semantic change a suggestion makes: ``what`` is one of CHANGE_KINDS, ``value`` its new value.
+
+    ``gpus`` means GPUs per pod together with the engine's tensor-parallel size.
+    """
+
+    what: str
+    value: str | int
+
+
+CHANGE_KINDS = ("precision", "gpus", "kv_dtype", "context", "batch", "max_seqs", "gradient_checkpointing",
+                "finetune", "parallelism")
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A "Try:" text and the changes that make it (empty when no single edit of the manifest does)."""
+
+    text: str
+    changes: tuple[Change, ...] = ()
+
+
+def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
+    """Concrete changes, each re-estimated by the engine model, that would let some node hold the workload.
+
+    Each names the engine's own flag where it has one (``--max-model-len 24576``,
+    ``--tensor-parallel-size 2`` with ``nvidia.com/gpu: 2``), and the annotation that says the same.
+    """
+    return [s.text for s in structured_suggestions(demand, nodes)]
+
+
+def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Suggestion]:
+    """:func:`suggestions` with the semantic changes behind each text (for `vramgate check` fixes)."""
+    est = demand.estimate
+    util = demand.utilization
+    if est is None:
+        most = max(n.capacity for n in nodes)
+        return [Suggestion(f"lower vramgate.io/vram, or request up to {most} GPUs to split it")]
+    req = est.request
+    engine = req.engine
+    largest = max(nodes, key=lambda n: n.vram_mib)
+    room = largest.vram_mib * util
+    tips: list[Suggestion] = []
+    current_bits = PRECISIONS[req.precision].bits
+    for p in DOWNGRADES:
+        if PRECISIONS[p].bits >= current_bits:
+            continue
+        alt = run_estimate(req.but(precision=p))
+        if alt.per_gpu_mib <= room:
+            how = suggest(engine, "fp8") if p == "fp8" else None
+            how = how or f"an {p.upper()} checkpoint of the model"
+            tips.append(Suggestion(f"{how} (vramgate.io/precision: {p}) → {_gib(alt.per_gpu_mib)} GiB per GPU",
+                                   (Change("precision", p),)))
+            break
+    more = _fewest_gpus(req, nodes, util)
+    if more is not None:
+        g, alt_mib, host = more
+        tp = suggest(engine, "tp", g)
+        tips.append(Suggestion(f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else ", tensor parallel")
+                               + f") → {_gib(alt_mib)} GiB per GPU on {host}", (Change("gpus", g),)))
+    if req.workload == "inference" and est.kv_cache_mib > 0:
+        if req.kv_cache_dtype is None and suggest(engine, "kv_fp8") and PRECISIONS[req.precision].bits >= 8:
+            alt = run_estimate(req.but(kv_cache_dtype="fp8"))
+            if alt.per_gpu_mib <= room:
+                tips.append(Suggestion(f"{suggest(engine, 'kv_fp8')} (vramgate.io/kv-cache-dtype: fp8) → "
+                                       f"{_gib(alt.per_gpu_mib)} GiB per GPU", (Change("kv_dtype", "fp8"),)))
+        ctx = max_context(req, room)
+        if ctx is not None and ctx < req.context and ctx >= 256:
+            n = round_context(ctx)
+            flag = suggest(engine, "context", n) or f"--max-model-len {n}"
+            tips.append(Suggestion(f"{flag} (vramgate.io/context-length: {n}; the model allows {req.context})",
+                                   (Change("context", n),)))
+        if req.batch > 1:
+            for b in range(req.batch - 1, 0, -1):
+                if run_estimate(req.but(batch=b)).per_gpu_mib <= room:
+                    tips.append(Suggestion(f"batch {b} (vramgate.io/batch-size)", (Change("batch", b),)))
+                    break
+        if est.activations_mib / max(req.gpus, 1) > 2048 and suggest(engine, "max_seqs"):
+            for seqs in (64, 32, 16, 8, 4, 1):
+                alt = run_estimate(req.but(max_num_seqs=seqs))
+                if alt.per_gpu_mib <= room:
+                    tips.append(Suggestion(f"{suggest(engine, 'max_seqs', seqs)} (a smaller start-up profile) → "
+                                           f"{_gib(alt.per_gpu_mib)} GiB per GPU", (Change("max_seqs", seqs),)))
+                    break
+    if req.workload == "training":
+        tips.extend(_training_tips(req, room))
+    if not tips:
+        # No single change is enough: the smallest GPU count that fits at each lower precision.
+        for p in DOWNGRADES:
+            if PRECISIONS[p].bits >= current_bits:
+                continue
+            combo = _fewest_gpus(req.but(precision=p), nodes, util)
+            if combo is not None:
+                g, per_gpu, host = combo
+                tp = suggest(engine, "tp", g)
+                tips.append(Suggestion(f"{p} weights on {g} GPUs (vramgate.io/precision: {p}, nvidia.com/gpu: {g}"
+                                       + (f", {tp}" if tp else "") + f") → {_gib(per_gpu)} GiB per GPU on {host}",
+                                       (Change("precision", p), Change("gpus", g))))
+                break
+    if not tips:
+        most = max(n.capacity for n in nodes)
+        floor = run_estimate(req.but(precision="int4", gpus=max(most, req.gpus), context=min(req.context, 2048),
+                                     batch=1))
+        tips.append(Suggestion(f"a smaller model, or nodes with larger GPUs (even int4 on {floor.request.gpus} GPU(s) "
+                               f"with 2048 tokens needs {_gib(floor.per_gpu_mib)} GiB per GPU)"))
+    return tips
+
+
+def fewer_gpus_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Suggestion]:
+    """For a pod that asks for more GPUs than any node has: the most GPUs some node has on which the model
+    fits, at its precision or, failing that, the first lower one that fits (re-estimated by the engine model)."""
+    est = demand.estimate
+    if est is None or not nodes or demand.group_size > 1:
+        return []
+    req = est.request
+    util = demand.utilization
+    most = max(n.capacity for n in nodes)
+    if most >= demand.gpus:
+        return []
+    bits = PRECISIONS[req.precision].bits
+    for p in (req.precision, *(q for q in DOWNGRADES if PRECISIONS[q].bits < bits)):
+        for g in range(most, 0, -1):
+            if g > 1 and (req.spec.heads % g if req.spec else g & (g - 1)) != 0:
+                continue
+            alt = run_estimate(req.but(gpus=g, precision=p))
+            host = next((n for n in nodes if n.capacity >= g and n.vram_mib > 0
+                         and alt.per_gpu_mib <= n.vram_mib * util), None)
+            if host is None:
+                continue
+            tp = suggest(req.engine, "tp", g)
+            changes: tuple[Change, ...] = (Change("gpus", g),)
+            text = f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else "")
+            if p != req.precision:
+                changes = (Change("precision", p), *changes)
+                text += f", vramgate.io/precision: {p}"
+            return [Suggestion(f"{text}) → {_gib(alt.per_gpu_mib)} GiB per GPU on {host.product or host.name}",
+                               changes)]
+    return []
+
+
+def _training_tips(req: EstimateRequest, room: float) -> list[Suggestion]:
+    """Training changes that fit: gradient checkpointing, QLoRA, sharding the states."""
+    tips: list[Suggestion] = []
+    options: list[tuple[str, EstimateRequest, Change]] = []
+    if not req.gradient_checkpointing:
+        options.append(("--gradient_checkpointing True (vramgate.io/gradient-checkpointing: true)",
+                        req.but(gradient_checkpointing=True), Change("gradient_checkpointing", "true")))
+    if req.finetune in (None, "full", "lora"):
+        options.append(("QLoRA: --use_peft --load_in_4bit (vramgate.io/finetune: qlora)",
+                        req.but(finetune="qlora", precision="nf4"), Change("finetune", "qlora")))
+    if req.gpus > 1 and req.parallelism in ("ddp", "zero1", "zero2"):
+        options.append(("FSDP across the GPUs: --fsdp \"full_shard auto_wrap\" (vramgate.io/parallelism: fsdp)",
+                        req.but(parallelism="fsdp"), Change("parallelism", "fsdp")))
+    for text, alt_req, change in options:
+        alt = run_estimate(alt_req)
+        if alt.per_gpu_mib <= room:
+            tips.append(Suggestion(f"{text} → {_gib(alt.per_gpu_mib)} GiB per GPU", (change,)))
+    return tips

@@ -1,0 +1,239 @@
+"""The admission verdict for one workload object; `vramgate check` and `/validate` both call it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, matching, pod_claims
+from ..cluster.snapshot import Snapshot
+from ..config import Config, Enforcement
+from ..kinds import POD_KINDS, Context, PodView, Role, RoleSet, Runtimes, WorkloadError, pod_view, roles
+from ..models.catalog import Catalog
+from ..units.quantity import GIB, QuantityError, parse_size_bytes
+from .demand import DeclarationError, Demand, read_demand
+from .placement import cluster_verdict
+from .rules import Narrow, cuda_visible_devices_warnings, narrow_selector, non_gpu_on_gpu_nodes
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Allowed or not, the message people read, warnings, and a short reason code for metrics."""
+
+    allowed: bool
+    code: str
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+    demand: Demand | None = field(default=None, compare=False)
+    view: PodView | None = field(default=None, compare=False)
+    # Set when the pod's selector is too narrow and config says to reroute it (mutation replaces it).
+    reroute: Narrow | None = field(default=None, compare=False)
+    # Multi-role kinds (LWS, Ray, …): each role's own judgement, in the object's order.
+    roles: tuple[RoleJudgement, ...] = field(default=(), compare=False)
+    # A claim's requests whose matching devices allow multiple allocations (consumable capacity).
+    shared_requests: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def fits(self) -> bool:
+        """Some node can hold the workload (so a VRAM affinity can be satisfied)."""
+        return self.code in (FITS, REROUTED)
+
+
+FITS, REROUTED = "fits", "rerouted"
+
+
+@dataclass(frozen=True)
+class RoleJudgement:
+    """One role of a multi-role workload and its verdict."""
+
+    role: Role
+    judgement: Judgement
+
+
+def host_memory_warnings(demand: Demand, config: Config) -> list[str]:
+    """Warn when a GPU container's memory limit is below what staging the weights in host RAM needs."""
+    weights = demand.weights_mib
+    if weights is None:
+        return []
+    floor = weights * 1024 * 1024 * config.admission.host_memory_factor / demand.gpus
+    out = []
+    names = set(demand.gpu_containers)
+    for c in demand.view.containers():
+        if str(c.get("name", "")) not in names:
+            continue
+        limits = (c.get("resources") or {}).get("limits") or {}
+        raw = limits.get("memory") if isinstance(limits, dict) else None
+        if raw is None:
+            continue
+        try:
+            limit = parse_size_bytes(str(raw))
+        except QuantityError:
+            continue
+        if limit < floor:
+            out.append(f"container {c.get('name')}: memory limit {raw} < {floor / GIB:.1f} GiB "
+                       f"({config.admission.host_memory_factor:g}× weights); loading may be OOM-killed")
+    return out
+
+
+def judge(
+    obj: dict[str, Any],
+    snapshot: Snapshot,
+    config: Config,
+    catalog: Catalog,
+    *,
+    namespace: str | None = None,
+    enforcement: Enforcement = "enforce",
+    runtimes: Runtimes | None = None,
+) -> Judgement:
+    """Decide admission for a workload object against the inventory snapshot.
+
+    ``runtimes`` are the ServingRuntimes/TrainingRuntimes the object may refer to (`vramgate check -f`
+    passes those in its files); without them kinds fall back to the projects' default runtimes.
+    """
+    if enforcement == "off":
+        return Judgement(True, "enforcement-off")
+    if not isinstance(obj, dict):
+        return _deny(enforcement, "malformed", "object: object must be a mapping")
+    kind = obj.get("kind")
+    if kind in (TEMPLATE_KIND, CLAIM_KIND):
+        return _judge_claim(obj, snapshot, config, catalog, namespace, enforcement)
+    if isinstance(kind, str) and kind in POD_KINDS:  # the hot path: one pod template, judged as it always was
+        try:
+            view = pod_view(obj, namespace)
+        except WorkloadError as exc:
+            return _deny(enforcement, "malformed", f"{obj.get('kind', 'object')}: {exc}")
+        assert view is not None
+        return _judge_view(view, snapshot, config, catalog, enforcement, runtimes)
+    try:
+        found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource))
+    except WorkloadError as exc:
+        where = _ref(obj) if isinstance(kind, str) else "object"
+        return _deny(enforcement, exc.code, f"{where}: {exc}")
+    if found is None or not found.roles:
+        return Judgement(True, "not-a-workload", warnings=found.warnings if found else ())
+    return _combine(found, [(r, _judge_view(r.view, snapshot, config, catalog, enforcement, runtimes))
+                            for r in found.roles])
+
+
+def _ref(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"{str(obj.get('kind')).lower()}/{name if isinstance(name, str) and name else '<unnamed>'}"
+
+
+def _combine(found: RoleSet, results: list[tuple[Role, Judgement]]) -> Judgement:
+    """One judgement for a multi-role object: denied if any role is; every role's warnings, each naming it."""
+    warnings: list[str] = list(found.warnings)
+    several = len(results) > 1 or found.grouped
+    for role, j in results:
+        ref = role.view.ref
+        for w in j.warnings:
+            text = w if not several or w.startswith(ref) else f"{ref}: {w}"
+            if text not in warnings:
+                warnings.append(text)
+    per_role = tuple(RoleJudgement(r, j) for r, j in results)
+    denied = [j for _, j in results if not j.allowed]
+    if denied:
+        first = denied[0]
+        return Judgement(False, first.code, "; ".join(j.message for j in denied), tuple(warnings), first.demand,
+                         first.view, roles=per_role)
+    lead = next((j for _, j in results if j.demand is not None), results[0][1])
+    code = lead.code if lead.code != REROUTED else FITS
+    return Judgement(True, code, "", tuple(warnings), lead.demand, lead.view, roles=per_role)
+
+
+_A_PER_GPU = "vramgate.io/vram-per-gpu-mib"  # what vramgate writes on pods; on a claim it states the need
+
+
+def _strs(raw: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def claim_annotations(obj: dict[str, Any]) -> dict[str, str]:
+    """A claim's (or template's) annotations, a template's claim-metadata ones under its own."""
+    spec = obj.get("spec")
+    inner = spec.get("metadata") if isinstance(spec, dict) and obj.get("kind") == TEMPLATE_KIND else None
+    meta = obj.get("metadata")
+    return {**_strs(inner.get("annotations") if isinstance(inner, dict) else None),
+            **_strs(meta.get("annotations") if isinstance(meta, dict) else None)}
+
+
+def _judge_claim(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str | None,
+                 enforcement: Enforcement) -> Judgement:
+    """A ResourceClaim or ResourceClaimTemplate that declares the workload it is for (``vramgate.io/*``).
+
+    It is judged as a pod whose only GPUs are this claim's devices, carrying its annotations.
+    """
+    ann = claim_annotations(obj)
+    if not any(k.startswith("vramgate.io/") for k in ann):
+        return Judgement(True, "not-a-workload")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = str(meta.get("name") or meta.get("generateName") or "")  # type: ignore[union-attr]
+    ns = namespace or str(meta.get("namespace") or "")  # type: ignore[union-attr]
+    spec = claim_spec_of(obj) or {}
+    dra = DraView(snapshot.dra.classes, snapshot.dra.templates, {**snapshot.dra.claims, (ns, name): spec},
+                  snapshot.dra.drivers)
+    pod_spec: dict[str, Any] = {"resourceClaims": [{"name": "claim", "resourceClaimName": name}],
+                                "containers": [{"name": "main", "resources": {"claims": [{"name": "claim"}]}}]}
+    if _A_PER_GPU in ann and "vramgate.io/vram" not in ann:
+        claimed = pod_claims(pod_spec, ns, dra)
+        per = ann[_A_PER_GPU].strip()
+        if claimed is not None and per.isdigit():
+            ann["vramgate.io/vram"] = f"{int(per) * claimed.gpus}Mi"
+    view = PodView(kind=str(obj.get("kind")), namespace=ns, name=name, meta={"annotations": ann}, spec=pod_spec)
+    judgement = _judge_view(view, snapshot, config, catalog, enforcement, dra=dra)
+    claims = judgement.demand.claims if judgement.demand is not None else ()
+    shared = tuple(r.name for r in claims if any(
+        d.shared for n in snapshot.nodes.values() if n.dra for c in r.choices() for d in matching(c, n.dra).devices))
+    return replace(judgement, shared_requests=shared) if shared else judgement
+
+
+def _judge_view(
+    view: PodView, snapshot: Snapshot, config: Config, catalog: Catalog, enforcement: Enforcement,
+    runtimes: Runtimes | None = None,
+    dra: DraView | None = None,
+) -> Judgement:
+    """The verdict for one pod shape (a Pod, a template, or one role of a multi-role kind)."""
+    try:
+        view.containers()
+    except WorkloadError as exc:
+        return _deny(enforcement, "malformed", f"{view.ref}: {exc}", view=view)
+    try:
+        # ConfigMaps in the files `vramgate check -f` reads resolve env (never Secrets).
+        demand = read_demand(view, config, catalog, runtimes.configmap if runtimes else None,
+                             dra=dra or snapshot.dra)
+    except DeclarationError as exc:
+        return _deny(enforcement, "declaration", f"{view.ref}: {exc}", view=view)
+    if demand is None:
+        problem = non_gpu_on_gpu_nodes(view, snapshot, config)
+        if problem is None:
+            return Judgement(True, "no-gpu", view=view)
+        if config.admission.non_gpu_pods_on_gpu_nodes == "reject":
+            return _deny(enforcement, "non-gpu-on-gpu-nodes", problem, view=view)
+        return Judgement(True, "non-gpu-on-gpu-nodes", warnings=(problem,), view=view)
+    warnings = [*demand.warnings, *host_memory_warnings(demand, config), *cuda_visible_devices_warnings(demand, config)]
+    verdict = cluster_verdict(demand, snapshot.by_vram)
+    if not verdict.admit:
+        return _deny(enforcement, str(verdict.code), verdict.message, tuple(warnings), demand, view)
+    if verdict.message != "fits":
+        warnings.append(verdict.message)
+    narrow = narrow_selector(demand, snapshot)
+    if narrow is not None:
+        if config.admission.reroute_narrow_selectors:
+            warnings.append(narrow.warning())
+            return Judgement(True, REROUTED, warnings=tuple(warnings), demand=demand, view=view, reroute=narrow)
+        return _deny(enforcement, "narrow-selector", narrow.message(view.ref), tuple(warnings), demand, view)
+    return Judgement(True, FITS, warnings=tuple(warnings), demand=demand, view=view)
+
+
+def _deny(
+    enforcement: Enforcement,
+    code: str,
+    message: str,
+    warnings: tuple[str, ...] = (),
+    demand: Demand | None = None,
+    view: PodView | None = None,
+) -> Judgement:
+    if enforcement == "warn":
+        return Judgement(True, code, message, (message, *warnings), demand, view)
+    return Judgement(False, code, message, warnings, demand, view)

@@ -1,0 +1,1 @@
+"""The chart's hook Jobs: certificate bootstrap and webhook unregistration on uninstall."""

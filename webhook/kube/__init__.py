@@ -1,0 +1,1 @@
+"""Kubernetes I/O: the API client, kubectl credentials, manifest files, leader election and the node cache."""

@@ -1,0 +1,789 @@
+"""The live inventory: list+watch of Nodes, Pods and Namespaces, published as immutable Snapshots.
+
+Two layers, so the hard part can be tested without a cluster:
+
+- ``InventoryState`` is a pure state machine. ``relist(kind, items, rv)`` takes a full list,
+  ``apply(kind, event)`` one watch event, ``snapshot()`` publishes. It keeps each node's
+  ``NodeGPUs`` (computed when the node event arrives, never per request), a record per GPU pod
+  (uid → node, GPUs) so updates and deletes adjust free counts exactly, and the namespaces'
+  ``vramgate.io/enforcement`` labels.
+- ``KubeInventory`` is the I/O: one thread per kind runs the official client's list (paged) and
+  watch (``allowWatchBookmarks``, resumed from the last resourceVersion after a dropped
+  connection, re-listed on 410 Gone, exponential back-off with jitter on API errors) and feeds
+  the state machine under a lock; after each batch of events it swaps in a new Snapshot.
+
+resourceVersions. Kubernetes calls them opaque strings. Every API server in use (etcd3 storage)
+makes them the etcd revision, a decimal integer that grows with every write, and within one watch
+they increase. We compare them numerically *per object*: an event whose resourceVersion is not
+greater than the last one applied to that object (a node update arriving after a newer one, a pod
+event after its deletion) is dropped, so state never rolls back. A resourceVersion that does not
+parse as an integer disables the comparison for that event (it is applied), which is what
+treating them as opaque would do. Deleted objects leave a tombstone (their last resourceVersion)
+until the next re-list of their kind, so a late update cannot resurrect them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from ..cluster.dra import Device, DraView, devices_by_node, dra_view
+from ..cluster.inventory import NodeGPUs, node_gpus, with_devices
+from ..cluster.snapshot import ClassTable, Snapshot
+from ..cluster.usage import holds_gpus, pod_gpus
+from ..config import Config
+from ..metrics import Metrics
+
+log = logging.getLogger("vramgate.nodecache")
+
+Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate"]
+KINDS: tuple[Kind, ...] = ("Node", "Pod", "Namespace")
+# resource.k8s.io/v1 (Kubernetes 1.34+): where DRA drivers publish GPUs, and what pods' claims refer to. A
+# cluster that does not serve them (404) counts as listed, with none.
+DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate")
+ENFORCEMENT_LABEL = "vramgate.io/enforcement"
+# Terminal pods hold no devices; the API server filters them out (a pod that finishes arrives
+# as DELETED on a watch with this selector). The state machine also copes without the selector.
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+Outcome = Literal["applied", "unchanged", "stale", "gone", "error"]
+
+
+def resource_version(obj: Any) -> str | None:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return rv if isinstance(rv, str) and rv else None
+
+
+def rv_number(rv: str | None) -> int | None:
+    """A resourceVersion as an integer, or None when absent or not numeric (then it is not compared)."""
+    if rv is None:
+        return None
+    try:
+        return int(rv)
+    except ValueError:
+        return None
+
+
+def _stale(new: int | None, old: int | None) -> bool:
+    return new is not None and old is not None and new <= old
+
+
+def _name(obj: dict[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _dra_key(obj: dict[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if isinstance(ns, str) and ns else str(meta["name"])
+
+
+def _pod_key(obj: dict[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    uid = meta.get("uid")
+    if isinstance(uid, str) and uid:
+        return uid
+    name = meta.get("name")
+    return f"{meta.get('namespace', '')}/{name}" if isinstance(name, str) and name else None
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """A pod that holds GPUs now: bound to ``node``, not terminal."""
+
+    node: str
+    gpus: int
+
+
+class InventoryState:
+    """Nodes, GPU pods and namespaces as list+watch reports them. Not thread-safe: callers serialize."""
+
+    def __init__(self, config: Config, kinds: tuple[Kind, ...] = KINDS) -> None:
+        self.config = config
+        self.kinds = kinds
+        self._resource = config.labels.gpu_resource
+        # DRA: objects by kind and key (name, or namespace/name), the nodes' label-only NodeGPUs, and the
+        # devices the slices give each node.
+        self._dra: dict[Kind, dict[str, dict[str, Any]]] = {k: {} for k in DRA_KINDS}
+        self._dra_rv: dict[tuple[Kind, str], int | None] = {}
+        self._base: dict[str, NodeGPUs] = {}
+        self._devices: dict[str, tuple[Device, ...]] = {}
+        self._dra_view = DraView(drivers=tuple(config.labels.dra_drivers))
+        # nodes
+        self._nodes: dict[str, NodeGPUs] = {}
+        self._node_rv: dict[str, int | None] = {}  # last applied RV per node; tombstones for deleted ones
+        self._node_version: dict[str, str] = {}  # raw RV of each live node (Snapshot.versions)
+        self._caps: dict[str, int] = {}
+        self._classes: dict[str, int] = {}
+        self._free: dict[str, int] = {}
+        self._table = ClassTable()
+        self._gpu_nodes = 0
+        # pods: only pods that request GPUs are tracked
+        self._pods: dict[str, PodRecord] = {}
+        self._pod_rv: dict[str, int | None] = {}
+        self._used: dict[str, int] = {}
+        # namespaces
+        self._enforcement: dict[str, str] = {}
+        self._ns_rv: dict[str, int | None] = {}
+        # per kind
+        self._resume: dict[Kind, str] = {}
+        self._listed: set[Kind] = set()
+        self._revision = 0
+        self._dirty = True
+        self._snapshot = Snapshot()
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        """True once every kind has been listed in full at least once."""
+        return self._listed >= set(self.kinds)
+
+    def resource_version(self, kind: Kind) -> str | None:
+        """Where a watch of ``kind`` resumes: the list's RV, advanced by events and bookmarks."""
+        return self._resume.get(kind)
+
+    @property
+    def gpu_node_count(self) -> int:
+        return self._gpu_nodes
+
+    def used(self, node: str) -> int:
+        return self._used.get(node, 0)
+
+    def snapshot(self) -> Snapshot:
+        """The current state as an immutable Snapshot; the same object until something changes."""
+        if self._dirty:
+            self._revision += 1
+            # Plain dicts (copies, never mutated afterwards): the extender's hot loop maps over them.
+            self._snapshot = Snapshot(
+                nodes=dict(self._nodes),
+                free=dict(self._free),
+                synced=self.synced,
+                revision=self._revision,
+                enforcement=dict(self._enforcement),
+                classes=dict(self._classes),
+                class_info=self._table.info,
+                versions=dict(self._node_version),
+                dra=self._dra_view,
+            )
+            self._dirty = False
+        return self._snapshot
+
+    # ---- lists -----------------------------------------------------------------------------
+
+    def relist(self, kind: Kind, items: Iterable[Any], rv: str | None) -> None:
+        """Replace everything known of ``kind`` with a full list taken at resourceVersion ``rv``.
+
+        Objects missing from the list are gone, unless we hold a newer version than the list
+        itself (it was written after the list was taken). Tombstones are dropped: a watch started
+        from ``rv`` only reports later events.
+        """
+        list_rv = rv_number(rv)
+        seen: set[str] = set()
+        if kind in DRA_KINDS:
+            objs: dict[str, dict[str, Any]] = {}
+            for obj in items:
+                key = _dra_key(obj) if isinstance(obj, dict) else None
+                if key is not None:
+                    objs[key] = {**obj, "kind": kind}  # list items carry no kind
+                    self._dra_rv[(kind, key)] = rv_number(resource_version(obj))
+            self._dra_rv = {k: v for k, v in self._dra_rv.items() if k[0] != kind or k[1] in objs}
+            self._dra[kind] = objs
+            self._dra_changed(kind)
+        elif kind == "Node":
+            for obj in items:
+                name = _name(obj) if isinstance(obj, dict) else None
+                if name is not None:
+                    seen.add(name)
+                    self._upsert_node(name, obj)
+            for name in [n for n in self._nodes if n not in seen]:
+                if not _stale(list_rv, self._node_rv.get(name)):
+                    self._remove_node(name)
+            self._node_rv = {n: v for n, v in self._node_rv.items() if n in self._nodes}
+        elif kind == "Pod":
+            for obj in items:
+                key = _pod_key(obj) if isinstance(obj, dict) else None
+                if key is not None:
+                    seen.add(key)
+                    self._upsert_pod(key, obj)
+            for key in [k for k in self._pod_rv if k not in seen]:
+                if not _stale(list_rv, self._pod_rv.get(key)) or key not in self._pods:
+                    self._release(key)
+                    self._pod_rv.pop(key, None)
+            self._pod_rv = {k: v for k, v in self._pod_rv.items() if k in self._pods or k in seen}
+        else:
+            for obj in items:
+                name = _name(obj) if isinstance(obj, dict) else None
+                if name is not None:
+                    seen.add(name)
+                    self._upsert_namespace(name, obj)
+            for name in [n for n in self._ns_rv if n not in seen]:
+                if not _stale(list_rv, self._ns_rv.get(name)) or name not in self._enforcement:
+                    self._enforcement.pop(name, None)
+                    self._ns_rv.pop(name, None)
+            self._ns_rv = {n: v for n, v in self._ns_rv.items() if n in seen or n in self._enforcement}
+        if rv:
+            self._resume[kind] = rv
+        self._listed.add(kind)
+        self._dirty = True
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def apply(self, kind: Kind, event: Any) -> Outcome:
+        """Apply one watch event. "gone" (410: the caller must re-list) and "error" change nothing."""
+        if not isinstance(event, dict):
+            return "unchanged"
+        etype = event.get("type")
+        obj = event.get("object")
+        if etype == "ERROR":
+            status = obj if isinstance(obj, dict) else {}
+            if status.get("code") == 410 or status.get("reason") in ("Expired", "Gone"):
+                return "gone"
+            return "error"
+        if not isinstance(obj, dict):
+            return "unchanged"
+        rv = resource_version(obj)
+        if etype == "BOOKMARK":
+            self._advance(kind, rv)
+            return "unchanged"
+        if etype in ("ADDED", "MODIFIED"):
+            outcome = self._upsert(kind, obj)
+        elif etype == "DELETED":
+            outcome = self._delete(kind, obj)
+        else:
+            return "unchanged"
+        self._advance(kind, rv)
+        return outcome
+
+    def _advance(self, kind: Kind, rv: str | None) -> None:
+        if not rv:
+            return
+        current = self._resume.get(kind)
+        new, old = rv_number(rv), rv_number(current)
+        if current is None or new is None or old is None or new > old:
+            self._resume[kind] = rv
+
+    def _upsert(self, kind: Kind, obj: dict[str, Any]) -> Outcome:
+        if kind in DRA_KINDS:
+            key = _dra_key(obj)
+            if key is None:
+                return "unchanged"
+            new = rv_number(resource_version(obj))
+            if _stale(new, self._dra_rv.get((kind, key))):
+                return "stale"
+            self._dra_rv[(kind, key)] = new
+            self._dra[kind][key] = {**obj, "kind": kind}
+            self._dra_changed(kind)
+            return "applied"
+        if kind == "Node":
+            name = _name(obj)
+            return "unchanged" if name is None else self._upsert_node(name, obj)
+        if kind == "Pod":
+            key = _pod_key(obj)
+            return "unchanged" if key is None else self._upsert_pod(key, obj)
+        name = _name(obj)
+        return "unchanged" if name is None else self._upsert_namespace(name, obj)
+
+    def _delete(self, kind: Kind, obj: dict[str, Any]) -> Outcome:
+        new = rv_number(resource_version(obj))
+        if kind in DRA_KINDS:
+            key = _dra_key(obj)
+            if key is None or _stale(new, self._dra_rv.get((kind, key))):
+                return "unchanged" if key is None else "stale"
+            self._dra_rv[(kind, key)] = new  # tombstone until the next re-list
+            if self._dra[kind].pop(key, None) is None:
+                return "unchanged"
+            self._dra_changed(kind)
+            return "applied"
+        if kind == "Node":
+            name = _name(obj)
+            if name is None:
+                return "unchanged"
+            if _stale(new, self._node_rv.get(name)):
+                return "stale"
+            existed = name in self._nodes
+            self._remove_node(name)
+            self._node_rv[name] = new  # tombstone
+            self._prune_tombstones()
+            return "applied" if existed else "unchanged"
+        if kind == "Pod":
+            key = _pod_key(obj)
+            if key is None or key not in self._pod_rv:  # never held GPUs: nothing to do
+                return "unchanged"
+            if _stale(new, self._pod_rv.get(key)):
+                return "stale"
+            existed = key in self._pods
+            self._release(key)
+            self._pod_rv[key] = new  # tombstone
+            self._prune_tombstones()
+            return "applied" if existed else "unchanged"
+        name = _name(obj)
+        if name is None:
+            return "unchanged"
+        if _stale(new, self._ns_rv.get(name)):
+            return "stale"
+        existed = self._enforcement.pop(name, None) is not None
+        self._ns_rv[name] = new
+        self._dirty = self._dirty or existed
+        return "applied" if existed else "unchanged"
+
+    # ---- nodes -----------------------------------------------------------------------------
+
+    def _upsert_node(self, name: str, obj: dict[str, Any]) -> Outcome:
+        rv = resource_version(obj)
+        new = rv_number(rv)
+        if _stale(new, self._node_rv.get(name)):
+            return "stale"
+        base = node_gpus(obj, self.config)
+        self._base[name] = base
+        info = with_devices(base, self._devices.get(name, ()))
+        return self._set_node(name, info, rv, new)
+
+    def _set_node(self, name: str, info: NodeGPUs, rv: str | None, new: int | None) -> Outcome:
+        old = self._nodes.get(name)
+        self._gpu_nodes += int(info.is_gpu_node) - int(old is not None and old.is_gpu_node)
+        self._nodes[name] = info
+        self._node_rv[name] = new
+        self._node_version[name] = rv or ""
+        if old is None or old != info:
+            if len(self._table) > 4 * len(self._nodes) + 1024:
+                self._reintern()
+            self._caps[name] = self._table.cap_of(info)
+        self._refresh(name)
+        return "applied"
+
+    def _remove_node(self, name: str) -> None:
+        self._base.pop(name, None)
+        old = self._nodes.pop(name, None)
+        if old is None:
+            return
+        self._gpu_nodes -= int(old.is_gpu_node)
+        for table in (self._node_version, self._caps, self._classes, self._free):
+            table.pop(name, None)
+        self._dirty = True
+
+    def _refresh(self, name: str) -> None:
+        """Recompute a node's free GPUs and class after its capability or its pods changed."""
+        node = self._nodes.get(name)
+        if node is None:
+            return
+        free = max(0, node.allocatable - self._used.get(name, 0))
+        self._free[name] = free
+        self._classes[name] = self._table.class_of_cap(self._caps[name], free)
+        self._dirty = True
+
+    def _reintern(self) -> None:
+        """Class ids only need to be consistent within a snapshot: start the table afresh when it grows."""
+        self._table = ClassTable()
+        for name, node in self._nodes.items():
+            self._caps[name] = self._table.cap_of(node)
+            self._classes[name] = self._table.class_of_cap(self._caps[name], self._free.get(name, 0))
+
+    # ---- DRA -------------------------------------------------------------------------------
+
+    def _dra_changed(self, kind: Kind) -> None:
+        """Re-derive what a DRA kind feeds: the nodes' devices (slices) or the classes and templates view."""
+        drivers = self.config.labels.dra_drivers
+        if kind == "ResourceSlice":
+            devices = devices_by_node(self._dra["ResourceSlice"].values(), drivers)
+            for name in set(devices) | set(self._devices):
+                if devices.get(name) == self._devices.get(name):
+                    continue
+                base = self._base.get(name)
+                if base is not None:
+                    self._set_node(name, with_devices(base, devices.get(name, ())), self._node_version.get(name),
+                                   self._node_rv.get(name))
+            self._devices = dict(devices)
+        else:
+            self._dra_view = dra_view([*self._dra["DeviceClass"].values(),
+                                       *self._dra["ResourceClaimTemplate"].values()], drivers)
+        self._dirty = True
+
+    # ---- pods ------------------------------------------------------------------------------
+
+    def _upsert_pod(self, key: str, obj: dict[str, Any]) -> Outcome:
+        new = rv_number(resource_version(obj))
+        gpus = pod_gpus(obj, self._resource)
+        if gpus == 0 and key not in self._pod_rv:
+            return "unchanged"  # GPU requests are immutable: a pod without any never matters
+        if _stale(new, self._pod_rv.get(key)):
+            return "stale"
+        self._pod_rv[key] = new
+        record = PodRecord(str(obj["spec"]["nodeName"]), gpus) if gpus and holds_gpus(obj) else None
+        if record == self._pods.get(key):
+            return "unchanged"
+        self._release(key)
+        if record is not None:
+            self._pods[key] = record
+            self._used[record.node] = self._used.get(record.node, 0) + record.gpus
+            self._refresh(record.node)
+        return "applied"
+
+    def _release(self, key: str) -> None:
+        """Give back the GPUs a pod held (its resourceVersion record is the caller's business)."""
+        record = self._pods.pop(key, None)
+        if record is None:
+            return
+        left = self._used.get(record.node, 0) - record.gpus
+        if left > 0:
+            self._used[record.node] = left
+        else:
+            self._used.pop(record.node, None)
+        self._refresh(record.node)
+
+    def _prune_tombstones(self) -> None:
+        if len(self._pod_rv) > 2 * len(self._pods) + 4096:
+            self._pod_rv = {k: v for k, v in self._pod_rv.items() if k in self._pods}
+        if len(self._node_rv) > 2 * len(self._nodes) + 1024:
+            self._node_rv = {k: v for k, v in self._node_rv.items() if k in self._nodes}
+
+    # ---- namespaces ------------------------------------------------------------------------
+
+    def _upsert_namespace(self, name: str, obj: dict[str, Any]) -> Outcome:
+        new = rv_number(resource_version(obj))
+        if _stale(new, self._ns_rv.get(name)):
+            return "stale"
+        self._ns_rv[name] = new
+        labels = obj["metadata"].get("labels")
+        value = labels.get(ENFORCEMENT_LABEL) if isinstance(labels, dict) else None
+        if not isinstance(value, str) or not value:
+            value = None
+        if self._enforcement.get(name) == value:
+            return "unchanged"
+        if value is None:
+            self._enforcement.pop(name, None)
+        else:
+            self._enforcement[name] = value
+        self._dirty = True
+        return "applied"
+
+
+# ---- I/O ---------------------------------------------------------------------------------------
+
+
+class Gone(Exception):
+    """410 Gone: the resourceVersion is too old (or a continue token expired); re-list."""
+
+
+class Unavailable(Exception):
+    """404: the API server does not serve this kind (resource.k8s.io/v1 before Kubernetes 1.34, or DRA off);
+    403: vramgate may not read it."""
+
+
+class WatchError(Exception):
+    """The API server ended a watch with an ERROR event other than 410."""
+
+
+class WatchApi(Protocol):
+    """The three calls the inventory makes; the official client in production, a fake in tests."""
+
+    def list_page(self, kind: Kind, *, limit: int, cont: str | None) -> dict[str, Any]:
+        """One page of a list: ``items``, ``metadata.resourceVersion``, ``metadata.continue``. Raises Gone."""
+        ...
+
+    def watch(self, kind: Kind, resource_version: str | None, timeout_s: int) -> Iterator[list[dict[str, Any]]]:
+        """Watch events in batches (what arrived together); ends when the server closes. Raises Gone."""
+        ...
+
+    def interrupt(self) -> None:
+        """Unblock reads in progress (on stop)."""
+        ...
+
+
+class Backoff:
+    """Exponential back-off with jitter: a random delay in [d/2, d], d doubling from ``base`` to ``cap``."""
+
+    def __init__(self, base: float = 0.5, cap: float = 30.0, rng: random.Random | None = None) -> None:
+        self.base, self.cap = base, cap
+        self._rng = rng or random.Random()
+        self._attempt = 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.base * (2 ** self._attempt))
+        self._attempt = min(self._attempt + 1, 32)
+        return delay / 2 + self._rng.uniform(0, delay / 2)
+
+    def reset(self) -> None:
+        self._attempt = 0
+
+
+class KubeApi:
+    """WatchApi over the official ``kubernetes`` client (sync; the inventory runs it in threads)."""
+
+    # No bytes for this long means a dead connection: bookmarks arrive about every minute.
+    READ_TIMEOUT_S = 150
+
+    def __init__(self, kubeconfig: str | None = None) -> None:
+        from kubernetes import client
+
+        from .client import api_client
+
+        api = api_client(kubeconfig)
+        self._core = client.CoreV1Api(api)
+        self._resource = client.ResourceV1Api(api)
+        self._open: set[Any] = set()
+        self._lock = threading.Lock()
+
+    def _call(self, kind: Kind, **kw: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        core, res = self._core, self._resource
+        calls: dict[str, Any] = {
+            "Node": core.list_node, "Pod": core.list_pod_for_all_namespaces, "Namespace": core.list_namespace,
+            "ResourceSlice": res.list_resource_slice, "DeviceClass": res.list_device_class,
+            "ResourceClaimTemplate": res.list_resource_claim_template_for_all_namespaces,
+        }
+        fn = calls[kind]
+        if kind == "Pod":
+            kw["field_selector"] = POD_FIELD_SELECTOR
+        try:
+            return fn(_preload_content=False, **kw)
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone(f"{kind}: {exc.reason}") from exc
+            if exc.status in (403, 404) and kind in DRA_KINDS:
+                # 403: installed without the DRA read rules (an older chart); run without DRA, not unready.
+                raise Unavailable(f"{kind}: {exc.status} {exc.reason}") from exc
+            raise
+
+    def list_page(self, kind: Kind, *, limit: int, cont: str | None) -> dict[str, Any]:
+        kw: dict[str, Any] = {"limit": limit, "_request_timeout": (10, 120)}
+        if cont:
+            kw["_continue"] = cont
+        resp = self._call(kind, **kw)
+        try:
+            data = orjson.loads(resp.data)
+        finally:
+            resp.release_conn()
+        return data if isinstance(data, dict) else {}
+
+    def watch(self, kind: Kind, resource_version: str | None, timeout_s: int) -> Iterator[list[dict[str, Any]]]:
+        kw: dict[str, Any] = {
+            "watch": True, "allow_watch_bookmarks": True, "timeout_seconds": timeout_s,
+            "_request_timeout": (10, self.READ_TIMEOUT_S),
+        }
+        if resource_version:
+            kw["resource_version"] = resource_version
+        resp = self._call(kind, **kw)
+        with self._lock:
+            self._open.add(resp)
+        try:
+            yield from event_batches(resp.stream(amt=None, decode_content=False))
+        finally:
+            with self._lock:
+                self._open.discard(resp)
+            resp.close()
+
+    def interrupt(self) -> None:
+        with self._lock:
+            open_now = list(self._open)
+        for resp in open_now:
+            with contextlib.suppress(Exception):  # best effort on the way out
+                shutdown = getattr(resp, "shutdown", None)
+                (shutdown or resp.close)()
+
+
+def event_batches(chunks: Iterable[bytes]) -> Iterator[list[dict[str, Any]]]:
+    """Newline-delimited watch events from a byte stream, batched by the chunk that completed them."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        pending.append(chunk)
+        *lines, rest = b"".join(pending).split(b"\n")
+        pending = [rest] if rest else []
+        batch = [orjson.loads(line) for line in lines if line.strip()]
+        if batch:
+            yield batch
+    rest = b"".join(pending)
+    if rest.strip():
+        yield [orjson.loads(rest)]
+
+
+class KubeInventory:
+    """snapshot.InventorySource over a live cluster: list+watch of Nodes, Pods and Namespaces (and the DRA kinds).
+
+    ``snapshot()`` is lock-free (a reference read) and cheap; ``synced`` turns true after the first
+    full list of all three kinds. ``api`` replaces the official client (tests pass a fake).
+    """
+
+    UNAVAILABLE_RETRY_S = 600
+
+    def __init__(self, config: Config, kubeconfig: str | None = None, metrics: Metrics | None = None, *,
+                 api: WatchApi | None = None, page_size: int = 500, watch_timeout_s: tuple[int, int] = (300, 600),
+                 backoff_base_s: float = 0.5, backoff_cap_s: float = 30.0, dra: bool | None = None) -> None:
+        """``dra``: also list+watch the DRA kinds (default: with the real client, when the config names a driver)."""
+        self.config = config
+        self.kubeconfig = kubeconfig
+        self.metrics = metrics
+        self._api = api
+        self._page_size = page_size
+        self._watch_timeout = watch_timeout_s
+        self._backoff = (backoff_base_s, backoff_cap_s)
+        if dra is None:
+            dra = api is None and bool(config.labels.dra_drivers)
+        self.kinds: tuple[Kind, ...] = (*KINDS, *DRA_KINDS) if dra else KINDS
+        self._state = InventoryState(config, self.kinds)
+        self._lock = threading.Lock()
+        self._snapshot = self._state.snapshot()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_heard = time.monotonic()
+        self._rng = random.Random()
+        if metrics is not None:
+            metrics.inventory_staleness.set_function(self.staleness)
+
+    # ---- InventorySource -------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    async def start(self) -> None:
+        """Start the watch threads; returns at once (``/readyz`` reports the first sync)."""
+        if self._threads:
+            return
+        if self._api is None:
+            self._api = await asyncio.to_thread(KubeApi, self.kubeconfig)
+        self._stop.clear()
+        for kind in self.kinds:
+            thread = threading.Thread(target=self._run, args=(kind,), name=f"vramgate-watch-{kind.lower()}",
+                                      daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._api is not None:
+            self._api.interrupt()
+        threads, self._threads = self._threads, []
+        await asyncio.to_thread(self._join, threads)
+
+    # ---- observability ---------------------------------------------------------------------
+
+    def staleness(self) -> float:
+        """Seconds since the API server last told us something (a list page, events or a bookmark)."""
+        return time.monotonic() - self._last_heard
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self._snapshot.synced:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    # ---- the loops -------------------------------------------------------------------------
+
+    @staticmethod
+    def _join(threads: list[threading.Thread]) -> None:
+        for thread in threads:
+            thread.join(timeout=5)
+
+    def _run(self, kind: Kind) -> None:
+        backoff = Backoff(*self._backoff, rng=self._rng)
+        must_list = True
+        while not self._stop.is_set():
+            try:
+                if must_list:
+                    self._list(kind)
+                    must_list = False
+                if not self._watch(kind, backoff):  # closed before any event: do not spin
+                    self._stop.wait(backoff.next())
+            except Unavailable as exc:
+                # Not served: count it listed (with nothing) and look again now and then.
+                log.info("%s not served by the API server (%s); DRA inventory off, checking again in %ss", kind, exc,
+                         self.UNAVAILABLE_RETRY_S)
+                with self._lock:
+                    self._state.relist(kind, [], None)
+                    self._publish()
+                must_list = True
+                self._stop.wait(self.UNAVAILABLE_RETRY_S)
+            except Gone as exc:
+                log.info("%s watch expired (%s): re-listing", kind, exc)
+                if self.metrics is not None:
+                    self.metrics.inventory_relists.labels(resource=kind, cause="gone").inc()
+                must_list = True
+            except Exception as exc:
+                if self._stop.is_set():
+                    break
+                delay = backoff.next()
+                log.warning("%s %s failed (%s: %s); retrying in %.1fs from resourceVersion %s", kind,
+                            "list" if must_list else "watch", type(exc).__name__, exc, delay,
+                            self._state.resource_version(kind))
+                self._stop.wait(delay)
+
+    def _list(self, kind: Kind) -> None:
+        assert self._api is not None
+        items: list[Any] = []
+        cont: str | None = None
+        rv: str | None = None
+        while True:
+            page = self._api.list_page(kind, limit=self._page_size, cont=cont)
+            self._heard()
+            page_items = page.get("items")
+            items.extend(page_items if isinstance(page_items, list) else [])
+            meta = page.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            rv = meta.get("resourceVersion") or rv
+            cont = meta.get("continue") or None
+            if not cont or self._stop.is_set():
+                break
+        with self._lock:
+            self._state.relist(kind, items, rv)
+            self._publish()
+
+    def _watch(self, kind: Kind, backoff: Backoff) -> bool:
+        """One watch from the resume point until the server ends it; whether any event arrived."""
+        assert self._api is not None
+        timeout = self._rng.randint(*self._watch_timeout)
+        heard = False
+        for batch in self._api.watch(kind, self._state.resource_version(kind), timeout):
+            self._heard()
+            heard = True
+            backoff.reset()
+            with self._lock:
+                try:
+                    for event in batch:
+                        outcome = self._state.apply(kind, event)
+                        if outcome == "gone":
+                            raise Gone(_status_message(event))
+                        if outcome == "error":
+                            raise WatchError(_status_message(event))
+                finally:
+                    self._publish()
+            if self._stop.is_set():
+                break
+        return heard
+
+    def _heard(self) -> None:
+        self._last_heard = time.monotonic()
+
+    def _publish(self) -> None:
+        """Swap in the state's snapshot (called with the lock held)."""
+        self._snapshot = self._state.snapshot()
+        if self.metrics is not None:
+            self.metrics.inventory_nodes.set(self._state.gpu_node_count)
+
+
+def _status_message(event: dict[str, Any]) -> str:
+    obj = event.get("object")
+    if isinstance(obj, dict):
+        return str(obj.get("message") or obj.get("reason") or obj.get("code") or "watch error")
+    return "watch error"

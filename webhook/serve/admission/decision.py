@@ -1,0 +1,185 @@
+"""From an admission request to an answer: exclusions, enforcement modes, UPDATE diffing, failure modes.
+
+The verdict itself comes from ``verdict.judge`` (the same call ``vramgate check`` makes) and the
+patch from ``mutation``; this module only decides whether and how to ask them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from ...cluster.snapshot import Snapshot
+from ...config import Config, Enforcement
+from ...decide.mutation import OUTPUT_ANNOTATIONS, mutation
+from ...decide.placement import Need
+from ...decide.verdict import Judgement, judge
+from ...kinds import CUSTOM_KINDS, TEMPLATE_PATHS, WorkloadError, pod_view
+from ...models.catalog import Catalog
+from ...units.declaration import ANNOTATION_PREFIX
+from ..answers import Answer, Cached
+from ..state import AppState
+from .review import AdmissionRequest
+
+Webhook = Literal["validate", "mutate"]
+SKIP_LABEL = "vramgate.io/skip"
+ENFORCEMENT_LABEL = "vramgate.io/enforcement"
+_MODES: frozenset[str] = frozenset({"enforce", "warn", "off"})
+
+log = logging.getLogger("vramgate.admission")
+
+
+def enforcement_for(state: AppState, namespace: str) -> Enforcement:
+    """The namespace's ``vramgate.io/enforcement`` label (from the snapshot), else the configured default."""
+    mode = state.inventory.snapshot().enforcement.get(namespace)
+    if isinstance(mode, str) and mode in _MODES:
+        return mode  # type: ignore[return-value]
+    return state.config.admission.default_enforcement
+
+
+def _labels(meta: Any) -> dict[str, Any]:
+    if not isinstance(meta, dict):
+        return {}
+    labels = meta.get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
+def skipped(obj: dict[str, Any]) -> bool:
+    """``vramgate.io/skip: "true"`` on the Pod, on a workload's pod template, or on the workload itself."""
+    if _labels(obj.get("metadata")).get(SKIP_LABEL) == "true":
+        return True
+    path = TEMPLATE_PATHS.get(str(obj.get("kind")))
+    if not path:
+        return False
+    cur: Any = obj
+    for key in path:
+        cur = cur.get(key) if isinstance(cur, dict) else None
+    return isinstance(cur, dict) and _labels(cur.get("metadata")).get(SKIP_LABEL) == "true"
+
+
+def _declaration(annotations: dict[str, Any], labels: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in annotations.items()
+           if isinstance(k, str) and k.startswith(ANNOTATION_PREFIX) and k not in OUTPUT_ANNOTATIONS}
+    out[SKIP_LABEL] = labels.get(SKIP_LABEL)
+    return out
+
+
+def _meta_maps(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return {}, {}
+    ann = meta.get("annotations")
+    return (ann if isinstance(ann, dict) else {}), _labels(meta)
+
+
+def declaration_changed(obj: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """Whether an UPDATE touches what admission judges: the pod spec or the ``vramgate.io/*`` declaration."""
+    if not isinstance(old, dict):
+        return True
+    if str(obj.get("kind")) in CUSTOM_KINDS:
+        # Roles come from the whole spec (sizes, parallelism, serveConfigV2 …) and the object's declaration.
+        return obj.get("spec") != old.get("spec") or _declaration(*_meta_maps(obj)) != _declaration(*_meta_maps(old))
+    try:
+        new_view, old_view = pod_view(obj), pod_view(old)
+    except WorkloadError:
+        return True
+    if new_view is None or old_view is None:
+        return new_view is not old_view
+    return new_view.spec != old_view.spec or _declaration(new_view.annotations, new_view.labels) != _declaration(
+        old_view.annotations, old_view.labels
+    )
+
+
+def _with_kind(obj: dict[str, Any], req: AdmissionRequest) -> dict[str, Any]:
+    if isinstance(obj.get("kind"), str):
+        return obj
+    return {**obj, "kind": req["kind"]["kind"]}
+
+
+def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
+    """The answer for one request. Never raises: an unexpected error answers per the failure mode."""
+    op = req["operation"]
+    if op in ("DELETE", "CONNECT"):
+        return Answer(True, "operation")
+    if req.get("subResource"):
+        return Answer(True, "subresource")
+    obj = req.get("object")
+    if not isinstance(obj, dict):  # parse_review guarantees it for CREATE/UPDATE
+        return Answer(True, "no-object")
+    config = state.config
+    meta = obj.get("metadata")
+    namespace = req.get("namespace") or (meta.get("namespace") if isinstance(meta, dict) else None) or ""
+    if not isinstance(namespace, str):
+        namespace = ""
+    if namespace and (namespace == config.namespace or namespace in config.admission.excluded_namespaces):
+        return Answer(True, "excluded")
+    try:
+        if skipped(obj):
+            return Answer(True, "skip-label")
+        enforcement = enforcement_for(state, namespace)
+        if enforcement == "off":
+            return Answer(True, "enforcement-off")
+        if op == "UPDATE":
+            if webhook == "mutate":
+                return Answer(True, "update")  # pod specs are (mostly) immutable; only CREATE is rewritten
+            if not declaration_changed(obj, req.get("oldObject")):
+                return Answer(True, "unchanged")
+        snapshot = state.inventory.snapshot()
+        if not snapshot.synced:
+            # Judging an empty inventory would admit everything; answer as if the webhook were down.
+            return unsynced_answer(state, webhook)
+        obj = _with_kind(obj, req)
+        # The same object against the same snapshot, config and catalog gets the same answer (see answers.py).
+        catalog = state.catalog
+        key = state.answers.key(webhook, namespace, enforcement, obj)
+        cached = state.answers.get(key, snapshot, config, catalog) if key is not None else None
+        if cached is None:
+            cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook)
+            if key is not None:
+                state.answers.put(key, cached, snapshot, config, catalog)
+        if cached.remember is not None:
+            state.placeable.record(*cached.remember)
+        return cached.answer
+    except Exception:
+        log.exception("admission decision failed", extra={"fields": {"uid": req["uid"], "webhook": webhook}})
+        return failure_answer(state, webhook)
+
+
+def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str,
+            enforcement: Enforcement, webhook: Webhook) -> Cached:
+    """The answer for an object past the exclusions, and what /validate records of it: a function of the arguments."""
+    judgement = judge(obj, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement)
+    if webhook == "validate":
+        remember = None
+        if judgement.allowed and judgement.demand is not None and obj.get("kind") != "Pod":
+            remember = _remember(judgement, namespace)
+        return Cached(Answer(judgement.allowed, judgement.code, judgement.message, judgement.warnings), remember)
+    if not judgement.allowed:
+        return Cached(Answer(True, judgement.code))  # /validate denies; mutation stays out of the way
+    patch, notes = mutation(obj, judgement, config)
+    return Cached(Answer(True, judgement.code, warnings=tuple(notes), patch=patch))
+
+
+def _remember(judgement: Judgement, namespace: str) -> tuple[str, str, Need] | None:
+    """An admitted GPU workload (not a Pod): its need feeds vramgate_workload_placeable_replicas."""
+    demand = judgement.demand
+    if demand is None or demand.gpus <= 0 or demand.min_per_gpu_mib is None or judgement.view is None:
+        return None
+    return namespace or judgement.view.namespace or "", judgement.view.ref, Need.of(demand)
+
+
+def unsynced_answer(state: AppState, webhook: Webhook) -> Answer:
+    """Before the first inventory sync: mutation fails open; validation per admission.validation_failure_mode."""
+    if webhook == "validate" and state.config.admission.validation_failure_mode == "deny":
+        return Answer(False, "inventory-not-synced", "vramgate has not synced its node inventory yet; retry in a "
+                      "few seconds (failing closed per admission.validation_failure_mode)")
+    return Answer(True, "inventory-not-synced")
+
+
+def failure_answer(state: AppState, webhook: Webhook) -> Answer:
+    """The answer when deciding raised: mutation fails open; validation per admission.validation_failure_mode."""
+    state.metrics.admission_errors.labels(webhook).inc()
+    if webhook == "validate" and state.config.admission.validation_failure_mode == "deny":
+        return Answer(False, "error", "vramgate could not judge this object (internal error); "
+                      "failing closed per admission.validation_failure_mode", error=True)
+    return Answer(True, "error", error=True)

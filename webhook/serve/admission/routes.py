@@ -1,0 +1,116 @@
+"""HTTP endpoints ``/validate`` and ``/mutate``: size limits, decoding, metrics and one log line per review."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...kinds import KINDS
+from ..answers import Answer
+from ..bodies import BadContentLength, BodyTooLarge, read_limited
+from ..logs import info_fast
+from ..state import AppState, Rejection
+from .decision import Webhook, decide, failure_answer
+from .review import BadReview, parse_review, render
+
+log = logging.getLogger("vramgate.admission")
+router = APIRouter()
+
+
+def _plain(status: int, text: str) -> Response:
+    return Response(text + "\n", status_code=status, media_type="text/plain; charset=utf-8")
+
+
+def _verdict(answer: Answer) -> str:
+    if not answer.allowed:
+        return "denied"
+    if answer.patch:
+        return "patched"
+    if answer.warnings:
+        return "warned"
+    return "allowed"
+
+
+async def _review(request: Request, webhook: Webhook) -> Response:
+    state: AppState = request.app.state.vg
+    metrics = state.metrics
+    start = time.perf_counter()
+    limit = state.config.admission.max_body_bytes
+    try:
+        req = parse_review(await read_limited(request, limit))
+    except BodyTooLarge:
+        metrics.bad_requests.labels(webhook, "too-large").inc()
+        return _plain(413, f"body exceeds {limit} bytes")
+    except BadContentLength as exc:
+        metrics.bad_requests.labels(webhook, "bad-length").inc()
+        return _plain(400, str(exc))
+    except BadReview as exc:
+        metrics.bad_requests.labels(webhook, exc.reason).inc()
+        return _plain(400, str(exc))
+    try:
+        answer = decide(state, req, webhook)
+    except Exception:  # decide() answers its own errors; this is the last line of defence against a 500
+        log.exception("admission failed", extra={"fields": {"uid": req["uid"], "webhook": webhook}})
+        answer = failure_answer(state, webhook)
+    body = render(req["uid"], answer.allowed, message=answer.message, warnings=answer.warnings,
+                  patch=answer.patch or None)
+    elapsed = time.perf_counter() - start
+    gvk_kind = req["kind"]["kind"]
+    kind = gvk_kind if gvk_kind in KINDS else "other"
+    verdict = _verdict(answer)
+    metrics.admission_requests.labels(req["operation"], kind, verdict, answer.reason).inc()
+    if not answer.allowed:
+        state.rejections.append(_rejection(req, webhook, answer))
+    metrics.admission_duration.labels(webhook).observe(elapsed)
+    if log.isEnabledFor(logging.INFO):
+        info_fast(log, "review", _fields(req, webhook, verdict, answer, elapsed))
+    return Response(body, media_type="application/json")
+
+
+def _fields(req: Any, webhook: str, verdict: str, answer: Answer, elapsed: float) -> dict[str, Any]:
+    obj = req.get("object") or req.get("oldObject") or {}
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    name = req.get("name") or meta.get("name") or meta.get("generateName") or ""
+    return {
+        "webhook": webhook,
+        "uid": req["uid"],
+        "object": f"{req.get('namespace') or meta.get('namespace') or ''}/{name}",
+        "kind": req["kind"]["kind"],
+        "operation": req["operation"],
+        "dry_run": bool(req.get("dryRun")),
+        "verdict": verdict,
+        "reason": answer.reason,
+        "patch_ops": len(answer.patch),
+        "warnings": len(answer.warnings),
+        "duration_ms": round(elapsed * 1000, 3),
+    }
+
+
+def _rejection(req: Any, webhook: str, answer: Answer) -> Rejection:
+    obj = req.get("object") or req.get("oldObject") or {}
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    return Rejection(time.time(), webhook, str(req["kind"]["kind"]),
+                     str(req.get("namespace") or meta.get("namespace") or ""),
+                     str(req.get("name") or meta.get("name") or meta.get("generateName") or ""), str(answer.reason))
+
+
+async def validate(request: Request) -> Response:
+    """ValidatingWebhookConfiguration target: admit, admit with warnings, or deny with the §6 message."""
+    return await _review(request, "validate")
+
+
+async def mutate(request: Request) -> Response:
+    """MutatingWebhookConfiguration target: a JSONPatch for admitted GPU Pods and GPU Jobs."""
+    return await _review(request, "mutate")
+
+
+# Plain Starlette routes: no request-model parsing or dependency solving on the hot path.
+router.add_route("/validate", validate, methods=["POST"], include_in_schema=False)
+router.add_route("/mutate", mutate, methods=["POST"], include_in_schema=False)

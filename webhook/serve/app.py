@@ -1,0 +1,98 @@
+"""The ASGI application: operational routes here, admission and extender routes from their modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from ..cluster.dra import Device
+from .state import AppState
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def create_app(state: AppState) -> FastAPI:
+    """Build the app for one instance; routes read ``request.app.state.vg``."""
+    app = FastAPI(title="vramgate", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.vg = state
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if state.shutting_down:
+            return _json({"status": "shutting down"}, 503)
+        if not state.inventory.snapshot().synced:
+            return _json({"status": "inventory not synced"}, 503)
+        return _json({"status": "ok"})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def device_json(d: Device) -> dict[str, object]:
+        return {"driver": d.driver, "pool": d.pool, "name": d.name, "type": d.type, "product": d.product,
+                "memory_mib": d.memory_mib, "profile": d.profile or None, "driver_version": d.driver_version or None,
+                "shared": d.shared, "taint": d.taint}
+
+    @app.get("/inventory")
+    async def inventory(request: Request) -> Response:
+        snap = state.inventory.snapshot()
+        nodes = [
+            {
+                "name": n.name,
+                "product": n.product,
+                "gpus": n.capacity,
+                "allocatable": n.allocatable,
+                "free": snap.free_gpus(n.name),
+                "vram_mib": n.vram_mib,
+                "vram_source": n.vram_source,
+                "driver_major": n.driver_major,
+                "replicas": n.replicas,
+                "mig": n.mig,
+                "health": n.health,
+                "reason": n.health_reason,
+                **({"devices": [device_json(d) for d in n.dra]} if n.dra else {}),
+            }
+            for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)
+        ]
+        return _json({"synced": snap.synced, "revision": snap.revision, "nodes": nodes})
+
+    @app.get("/")
+    @app.get("/status")
+    async def status_page(request: Request) -> Response:
+        """The read-only status page (``server.status_page``); ``?model=…`` adds the fit planner's table."""
+        from . import status
+
+        if not state.config.server.status_page:
+            return Response("status page disabled (server.status_page: false)\n", status_code=404,
+                            media_type="text/plain; charset=utf-8")
+        q = request.query_params
+        form = {k: q.get(k, "")[: status.MAX_MODEL_CHARS] for k in ("model", "context", "engine")}
+        fit_html = ""
+        if form["model"].strip():
+            # Seconds of engine-model arithmetic: off the event loop, so reviews keep being answered.
+            fit_html = await run_in_threadpool(status.render_fit, state, form["model"].strip(),
+                                               form["context"].strip(), form["engine"] or "vllm")
+        page = status.render(state, fit_html, form)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store",
+                                           "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                                           "form-action 'self'"})
+
+    if state.serves("webhook"):
+        from .admission.routes import router as admission_router
+
+        app.include_router(admission_router)
+    if state.serves("extender"):
+        from .extender import router as extender_router
+
+        app.include_router(extender_router)
+    return app

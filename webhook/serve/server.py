@@ -1,0 +1,296 @@
+"""`vramgate serve`: the inventory, the app, HTTPS with a reloading certificate, and a graceful shutdown.
+
+Lifecycle: the app's lifespan starts the inventory (a file or a cluster watch), the TLS reloader
+and the role tasks; SIGTERM turns ``/readyz`` to 503 at once, keeps serving for
+``server.shutdown_delay_seconds`` (so endpoints drop the pod first), then closes the listener,
+lets in-flight reviews finish and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from ..cluster.snapshot import InventorySource, StaticInventory
+from ..config import Config
+from ..kube.manifests import load_inventory
+from ..metrics import Metrics
+from ..tls.certs import make_bundle, service_dns_names
+from ..tls.reload import CertReloader
+from .app import create_app
+from .state import AppState
+
+log = logging.getLogger("vramgate.server")
+
+DEV_SERVICE = "vramgate"
+# `serve --dev`: in-flight requests get this long at shutdown (production: server.shutdownTimeoutSeconds).
+DEV_GRACEFUL_TIMEOUT_S = 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pieces
+
+
+def build_inventory(args: argparse.Namespace, config: Config, metrics: Metrics) -> InventorySource:
+    """``--nodes FILE``: a fixed inventory; otherwise a list+watch of the cluster."""
+    if getattr(args, "nodes", None):
+        nodes, dra = load_inventory(args.nodes)
+        return StaticInventory(nodes, config, dra)
+    from ..kube.nodecache import KubeInventory
+
+    return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics)
+
+
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def ensure_dev_certs(cert_path: Path, key_path: Path, config: Config) -> bool:
+    """``--dev``: a self-signed CA (``ca.crt`` beside the cert) and a serving pair, unless both files exist.
+
+    The serving cert names localhost, 127.0.0.1 and the ``vramgate`` Service in ``config.namespace``.
+    Returns True when it wrote new files.
+    """
+    if cert_path.exists() and key_path.exists():
+        return False
+    names = ["localhost", "127.0.0.1", *service_dns_names(DEV_SERVICE, config.namespace)]
+    bundle = make_bundle(names)
+    _write_atomic(cert_path.parent / "ca.crt", bundle.ca_pem, 0o644)
+    _write_atomic(key_path, bundle.key_pem, 0o600)
+    _write_atomic(cert_path, bundle.cert_pem, 0o644)
+    log.info("wrote a self-signed dev certificate", extra={"fields": {"cert": str(cert_path), "names": names}})
+    return True
+
+
+def _log_task_end(task: asyncio.Task[Any]) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.error("background task failed", exc_info=exc, extra={"fields": {"task": task.get_name()}})
+
+
+def _start_role_tasks(state: AppState, kubeconfig: str | None = None) -> list[asyncio.Task[Any]]:
+    """Background work of the roles this instance plays, started in the app lifespan and cancelled at shutdown.
+
+    The webhook and the extender are request-driven (their routes come from ``create_app``); the
+    GPU health controller (role ``all`` or ``controller``) is the role with a loop of its own. With a
+    fixed inventory (``--nodes``) it has no cluster to act on and returns at once.
+    """
+    tasks: list[asyncio.Task[Any]] = []
+    if state.serves("controller"):
+        tasks.append(asyncio.create_task(run_controller(state, kubeconfig), name="controller"))
+    for task in tasks:
+        task.add_done_callback(_log_task_end)
+    return tasks
+
+
+async def run_controller(state: AppState, kubeconfig: str | None = None) -> None:
+    """The controller role of ``vramgate serve``: run until cancelled (then release the Lease).
+
+    Uses the service's inventory and metrics; ``kubeconfig`` defaults to the inventory's. With a
+    fixed inventory (``--nodes``) there is no cluster to act on, and it returns at once.
+    """
+    if isinstance(state.inventory, StaticInventory):
+        logging.getLogger("vramgate.controller").info("controller: fixed inventory (--nodes), no cluster to act on")
+        return
+    from ..controller.controller import Controller
+    from ..kube.client import api_client
+
+    kubeconfig = kubeconfig or getattr(state.inventory, "kubeconfig", None)
+    client = await asyncio.to_thread(api_client, kubeconfig)
+    controller = Controller(state.config, client, state.inventory, state.metrics, catalog=state.catalog)
+    await controller.run()
+
+
+def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig: str | None = None) -> FastAPI:
+    """``create_app`` plus a lifespan that starts the inventory, the TLS reloader and the role tasks."""
+    app = create_app(state)
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        await state.inventory.start()
+        tasks: list[asyncio.Task[Any]] = []
+        if reloader is not None:
+            tasks.append(asyncio.create_task(reloader.run(), name="tls-reload"))
+        tasks.extend(_start_role_tasks(state, kubeconfig))
+        if state.config.models_file:
+            from .models_watch import ModelsWatcher
+
+            watcher = ModelsWatcher(state, state.config.models_file, state.config.inline_models,
+                                    state.config.models_file_bytes, state.config.models_reload_interval_seconds)
+            app.state.vg_models = watcher
+            tasks.append(asyncio.create_task(watcher.run(), name="models-reload"))
+        try:
+            yield
+        finally:
+            state.shutting_down = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await state.inventory.stop()
+
+    app.router.lifespan_context = lifespan
+    return app
+
+
+class CloseWhileDraining:
+    """While draining, every response carries ``Connection: close``.
+
+    kube-apiserver keeps connections to a webhook alive; when uvicorn's shutdown closes one just as
+    a request goes out on it, Go's HTTP client does not retry the POST, and the review is lost (the
+    mutating webhook fails open: an unmutated pod; seen by the real-node e2e during ``helm upgrade``).
+    Closing each connection after its next response during the drain makes the client reconnect,
+    through the Service, to a replica that stays."""
+
+    def __init__(self, app: Any, state: AppState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not self.state.shutting_down:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_closing(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive, send_closing)
+
+
+class _TLSConfig(uvicorn.Config):
+    """uvicorn builds its own SSLContext from the files; swap in the reloader's live one (any uvicorn version)."""
+
+    def __init__(self, app: Any, reloader: CertReloader, **kwargs: Any) -> None:
+        self.reloader = reloader
+        super().__init__(app, ssl_certfile=str(reloader.cert_path), ssl_keyfile=str(reloader.key_path), **kwargs)
+
+    def load(self) -> None:
+        super().load()
+        self.ssl = self.reloader.context
+
+
+class GracefulServer(uvicorn.Server):
+    """SIGTERM: ``/readyz`` 503 now, keep serving for ``delay`` seconds, then uvicorn's graceful shutdown."""
+
+    def __init__(self, config: uvicorn.Config, state: AppState, delay: float) -> None:
+        super().__init__(config)
+        self.state = state
+        self.delay = delay
+        self._exit_at: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.state.shutting_down = True
+        if self._exit_at is None and self.delay > 0 and sig == signal.SIGTERM:
+            log.info("SIGTERM: draining", extra={"fields": {"delay_s": self.delay}})
+            self._exit_at = time.monotonic() + self.delay
+            return
+        super().handle_exit(sig, frame)  # a second signal, SIGINT or no delay: stop now
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._exit_at is not None and time.monotonic() >= self._exit_at:
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def make_server(
+    state: AppState, reloader: CertReloader, host: str, port: int, kubeconfig: str | None = None, *,
+    dev: bool = False, **kwargs: Any
+) -> GracefulServer:
+    """The uvicorn server for an instance (uvloop and httptools when installed).
+
+    ``dev`` (``serve --dev``): no drain delay and a short graceful timeout, so Ctrl-C (or a SIGTERM from
+    a process manager) on a laptop stops at once; no endpoints are there to drop the pod first. A
+    config file that sets ``server.shutdown_delay_seconds`` keeps its drain (and timeout) in dev too.
+    """
+    fast = dev and "shutdown_delay_seconds" not in state.config.server.model_fields_set
+    graceful = state.config.server.shutdown_timeout_seconds
+    config = _TLSConfig(
+        CloseWhileDraining(build_app(state, reloader, kubeconfig), state),
+        reloader,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=min(graceful, DEV_GRACEFUL_TIMEOUT_S) if fast else graceful,
+        **kwargs,
+    )
+    return GracefulServer(config, state, 0.0 if fast else state.config.server.shutdown_delay_seconds)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command
+
+
+def _tune_gc() -> None:
+    """Keep the cyclic GC off the request path.
+
+    Everything loaded at start (modules, catalog, config, a fixed inventory) is frozen out of the
+    collector's generations, and the young-generation threshold is raised: each review allocates a
+    few hundred dicts that reference counting frees, and at the default threshold (700) a collection
+    ran every couple of reviews — the source of p99 spikes under load.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+
+
+def _ignore(sig: int, frame: FrameType | None) -> None:
+    """uvicorn re-raises the signal that stopped it; after a clean shutdown that is a no-op."""
+
+
+def serve(args: argparse.Namespace, config: Config) -> int:
+    """Run the service until SIGTERM/SIGINT; 0 after a clean shutdown, 2 on bad input, 1 if it cannot start."""
+    from .logs import setup_logging
+
+    setup_logging(config.server.log_level)
+    cert, key = Path(args.tls_cert), Path(args.tls_key)
+    if getattr(args, "dev", False):
+        ensure_dev_certs(cert, key, config)
+    missing = [str(p) for p in (cert, key) if not p.is_file()]
+    if missing:
+        print(f"vramgate serve: {', '.join(missing)} not found; pass --tls-cert and --tls-key, "
+              "or --dev for a self-signed pair", file=sys.stderr)
+        return 2
+    try:
+        reloader = CertReloader.from_files(cert, key, config.server.tls_reload_interval_seconds)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        print(f"vramgate serve: cannot load {cert} / {key}: {exc}", file=sys.stderr)
+        return 2
+    metrics = Metrics()
+    inventory = build_inventory(args, config, metrics)
+    state = AppState(config, inventory, role=args.role, metrics=metrics)
+    server = make_server(state, reloader, args.host, args.port, getattr(args, "kubeconfig", None),
+                         dev=bool(getattr(args, "dev", False)))
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.signal(sig, _ignore) for sig in handled}
+    _tune_gc()
+    try:
+        server.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("stopped", extra={"fields": {"clean": server.started}})
+    return 0 if server.started else 1

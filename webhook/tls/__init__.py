@@ -1,0 +1,1 @@
+"""Certificates: making the serving bundle, and reloading it while serving."""

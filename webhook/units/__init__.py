@@ -1,0 +1,1 @@
+"""What people write, parsed: quantities, precisions, CUDA versions and vramgate.io declarations."""

@@ -18,7 +18,7 @@ from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..decide.demand import Demand
 from ..decide.placement import Code, Need, fit, suggestions
-from ..decide.rules import describe_constraints, selects
+from ..decide.selectors import describe_constraints, selects
 from ..decide.verdict import Judgement, judge
 from ..kinds import Runtimes, as_list
 from ..models.catalog import Catalog

@@ -1,1 +1,1 @@
-"""Where a node's GPUs and their memory come from: GPU Feature Discovery, managed-cloud labels, config."""
+"""What nodes offer and hold: GPU inventory per node, the snapshot, GPU usage, DRA devices, cloud GPU tables."""

@@ -19,7 +19,7 @@ from ..config import Config
 from ..kinds import as_list
 from ..units.quantity import QuantityError, parse_size_bytes
 from .demand import Demand
-from .rules import required_terms, widen
+from .selectors import required_terms, widen
 from .verdict import Judgement
 
 A_VRAM_REQUIRED = "vramgate.io/vram-required-mib"

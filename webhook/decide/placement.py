@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -206,14 +206,34 @@ def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack"
 
 
 @dataclass(frozen=True)
+class Fitting:
+    """The nodes that can ever hold ``need``, in the order given (largest VRAM first), found as they are read.
+
+    Admission usually needs only the first one that a pod's own selector admits, so nothing is
+    listed up front: iterating scans ``nodes`` afresh.
+    """
+
+    need: Need
+    nodes: Sequence[NodeGPUs]
+
+    def __iter__(self) -> Iterator[NodeGPUs]:
+        need = self.need
+        return (n for n in self.nodes if fits_ever(need, n))
+
+
+@dataclass(frozen=True)
 class ClusterVerdict:
-    """Admission's answer: can any node ever hold the workload; if not, why, and what would."""
+    """Admission's answer: can any node ever hold the workload; if not, why, and what would.
+
+    An admitting verdict carries the nodes that can ever hold it (``fitting``) for the rules that follow.
+    """
 
     admit: bool
     code: Code
     message: str
     best_node: str | None = None
     suggestions: tuple[str, ...] = ()
+    fitting: Fitting | None = None
 
 
 def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict:
@@ -224,6 +244,12 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
     with enough GPUs declares its VRAM and it is too small.
     """
     need = Need.of(demand)
+    given: Sequence[NodeGPUs] = nodes if isinstance(nodes, list | tuple) else list(nodes)
+    verdict = _cluster_verdict(demand, need, given)
+    return replace(verdict, fitting=Fitting(need, given)) if verdict.admit else verdict
+
+
+def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> ClusterVerdict:
     if need.claims:
         nodes = list(nodes)
         with_devices = [n for n in nodes if n.dra]
@@ -238,7 +264,7 @@ def cluster_verdict(demand: Demand, nodes: Iterable[NodeGPUs]) -> ClusterVerdict
                 "Try: a DeviceClass or selector these devices satisfy"))
     # The admit path is lazy: with nodes largest first (Snapshot.by_vram) it stops after a node or
     # two, so admitting a pod costs the same at 10 or 10,000 nodes. Lists are built only to reject.
-    seq: Sequence[NodeGPUs] = nodes if isinstance(nodes, list | tuple) else list(nodes)
+    seq = nodes
     unknown: list[NodeGPUs] = []
     for n in seq:
         if n.is_gpu_node and fits_ever(need, n):

@@ -217,7 +217,8 @@ def _judge_view(
         return _deny(enforcement, str(verdict.code), verdict.message, tuple(warnings), demand, view)
     if verdict.message != "fits":
         warnings.append(verdict.message)
-    narrow = narrow_selector(demand, snapshot)
+    assert verdict.fitting is not None  # every admitting verdict carries its nodes
+    narrow = narrow_selector(demand, verdict.fitting, snapshot.nodes.values())
     if narrow is not None:
         if config.admission.reroute_narrow_selectors:
             warnings.append(narrow.warning())

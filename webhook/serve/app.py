@@ -92,7 +92,7 @@ def create_app(state: AppState) -> FastAPI:
 
         app.include_router(admission_router)
     if state.serves("extender"):
-        from .extender import router as extender_router
+        from .extender.routes import router as extender_router
 
         app.include_router(extender_router)
     return app

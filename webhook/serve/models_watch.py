@@ -44,7 +44,7 @@ class ModelsWatcher:
         except ModelsFileError as exc:
             log.error("models file rejected; the catalog in use stays", extra={"fields": {"error": str(exc)}})
             return False
-        self.state.catalog = catalog_with(self.inline, entries)
+        self.state.use_catalog(catalog_with(self.inline, entries))
         self.reloads += 1
         log.info("models file reloaded", extra={"fields": {"path": str(self.path), "entries": len(entries)}})
         return True

@@ -11,6 +11,7 @@ from ..config import Config
 from ..metrics import Metrics
 from ..models.catalog import Catalog, builtin_catalog
 from .answers import AnswerCache
+from .extender.decide import Extender
 from .placeable import PlaceableWorkloads
 
 Role = Literal["all", "webhook", "extender", "controller"]
@@ -48,6 +49,8 @@ class AppState:
     placeable: PlaceableWorkloads = field(init=False)
     # Admission answers to objects seen before, valid while snapshot, config and catalog stay the same objects.
     answers: AnswerCache = field(default_factory=AnswerCache, repr=False)
+    # The scheduler extender's decisions (and its cache of pod needs), over this instance's inventory.
+    extender: Extender = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.placeable = PlaceableWorkloads(lambda: self.config.admission, lambda: self.inventory.snapshot())
@@ -58,6 +61,7 @@ class AppState:
         self.metrics.placeable_collector = self.placeable
         if self.config.models:
             self.catalog = self.catalog.with_entries(self.config.models)
+        self.extender = Extender(self.config, self.catalog, lambda: self.inventory.snapshot(), self.metrics)
         if isinstance(self.inventory, FixedInventory):
             # No watch will ever publish a fixed inventory's gauges: set them once here.
             self.metrics.observe_fixed_inventory(self.inventory.snapshot())
@@ -68,3 +72,8 @@ class AppState:
 
     def serves(self, role: Role) -> bool:
         return self.role in ("all", role)
+
+    def use_catalog(self, catalog: Catalog) -> None:
+        """Judge with ``catalog`` from now on (a reloaded models file): admission and the extender alike."""
+        self.catalog = catalog
+        self.extender.use_catalog(catalog)

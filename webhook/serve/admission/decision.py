@@ -29,12 +29,12 @@ _MODES: frozenset[str] = frozenset({"enforce", "warn", "off"})
 log = logging.getLogger("vramgate.admission")
 
 
-def enforcement_for(state: AppState, namespace: str) -> Enforcement:
+def enforcement_for(snapshot: Snapshot, config: Config, namespace: str) -> Enforcement:
     """The namespace's ``vramgate.io/enforcement`` label (from the snapshot), else the configured default."""
-    mode = state.inventory.snapshot().enforcement.get(namespace)
+    mode = snapshot.enforcement.get(namespace)
     if isinstance(mode, str) and mode in _MODES:
         return mode  # type: ignore[return-value]
-    return state.config.admission.default_enforcement
+    return config.admission.default_enforcement
 
 
 def _labels(meta: Any) -> dict[str, Any]:
@@ -116,7 +116,9 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
     try:
         if skipped(obj):
             return Answer(True, "skip-label")
-        enforcement = enforcement_for(state, namespace)
+        # One snapshot per review: the namespace's enforcement label and the verdict come from the same one.
+        snapshot = state.inventory.snapshot()
+        enforcement = enforcement_for(snapshot, config, namespace)
         if enforcement == "off":
             return Answer(True, "enforcement-off")
         if op == "UPDATE":
@@ -124,7 +126,6 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
                 return Answer(True, "update")  # pod specs are (mostly) immutable; only CREATE is rewritten
             if not declaration_changed(obj, req.get("oldObject")):
                 return Answer(True, "unchanged")
-        snapshot = state.inventory.snapshot()
         if not snapshot.synced:
             # Judging an empty inventory would admit everything; answer as if the webhook were down.
             return unsynced_answer(state, webhook)

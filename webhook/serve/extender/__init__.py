@@ -1,7 +1,6 @@
 """The kube-scheduler extender: /scheduler/filter and /scheduler/prioritize over the live inventory."""
 
 from .decide import Extender, PodNeed
-from .routes import router
 from .wire import MAX_EXTENDER_PRIORITY, BadRequest, ExtenderArgs, ExtenderFilterResult, HostPriority
 
 __all__ = [
@@ -12,5 +11,4 @@ __all__ = [
     "ExtenderFilterResult",
     "HostPriority",
     "PodNeed",
-    "router",
 ]

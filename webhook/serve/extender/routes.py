@@ -24,17 +24,9 @@ _JSON = "application/json"
 
 
 def extender_of(request: Request) -> tuple[AppState, Extender]:
-    """The instance's Extender, made on first use and kept on the app."""
-    app_state = request.app.state
-    state: AppState = app_state.vg
-    ext: Extender | None = getattr(app_state, "vg_extender", None)
-    if ext is None:
-        inventory = state.inventory
-        ext = Extender(state.config, state.catalog, lambda: inventory.snapshot(), state.metrics)
-        app_state.vg_extender = ext
-    elif ext.catalog is not state.catalog:  # the models file was reloaded
-        ext.use_catalog(state.catalog)
-    return state, ext
+    """The instance's state and its Extender."""
+    state: AppState = request.app.state.vg
+    return state, state.extender
 
 
 async def read_body(request: Request, limit: int) -> bytes:

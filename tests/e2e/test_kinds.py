@@ -145,3 +145,50 @@ def test_rayservice_that_no_gpu_holds_is_denied_naming_the_gpu_group(
     bigger = rayservice("small", HUGE_ID)
     r = apply(cluster, tmp_path, bigger, namespace)
     assert r.returncode != 0 and "rayservice/small (gpu-group): needs " in r.stderr, r.stdout + r.stderr
+
+
+H200 = {"gpus": 8, "mem_mib": 143771, "product": "NVIDIA-H200"}
+
+
+def wide_ep_lws(name: str) -> dict[str, Any]:
+    # The shape of the llm-d / vLLM wide-EP guides: DP 16 over an LWS group of 2 pods, TP 1, experts over all 16.
+    script = ("START_RANK=$(( ${LWS_WORKER_INDEX:-0} * DP_SIZE_LOCAL ))\n"
+              "exec vllm serve deepseek-ai/DeepSeek-R1-0528 --port 8000 --tensor-parallel-size 1 "
+              "--data-parallel-size $(( LWS_GROUP_SIZE * DP_SIZE_LOCAL )) --data-parallel-size-local $DP_SIZE_LOCAL "
+              "--data-parallel-start-rank $START_RANK --data-parallel-address $LWS_LEADER_ADDRESS "
+              "--enable-expert-parallel --max-model-len 32768")
+    c = {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "command": ["/bin/sh", "-c"], "args": [script],
+         "env": [{"name": "DP_SIZE_LOCAL", "value": "8"}],
+         "resources": {"requests": {"cpu": "1", "memory": "8Gi"}, "limits": {GPU_RESOURCE: "8"}}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": name},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {
+                "containers": [c]}}}}}
+
+
+def test_wide_ep_lws_and_the_pods_it_makes_are_admitted_and_bound(
+    cluster: ControlPlane, vramgate: Vramgate, installed: list[str], gpu_nodes: Callable[..., Any],
+    namespace: str, tmp_path: Path,
+) -> None:
+    """DeepSeek-R1 over 16 H200s (DP 16 × EP): ~63 GiB per GPU, not the whole 671B on one."""
+    if not vramgate.alive():
+        vramgate.start()
+    vramgate.wait_ready()
+    gpu_nodes("k-h200-0", **H200)
+    gpu_nodes("k-h200-1", **H200)
+    vramgate.wait_inventory({"k-h200-0", "k-h200-1"})
+    obj = wide_ep_lws("r1-decode")
+    ok = apply(cluster, tmp_path, obj, namespace)
+    assert ok.returncode == 0 and "leaderworkerset.leaderworkerset.x-k8s.io/r1-decode created" in ok.stdout, ok.stderr
+    # The pods the LWS controller makes from the template: the group size in an annotation, the index in a label
+    # (the LWS pod webhook turns them into LWS_GROUP_SIZE / LWS_WORKER_INDEX); no LWS controller runs here.
+    template = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    for index, pod_name in enumerate(("r1-decode-0", "r1-decode-0-1")):
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": pod_name, "annotations": {"leaderworkerset.sigs.k8s.io/size": "2"},
+            "labels": {"leaderworkerset.sigs.k8s.io/name": "r1-decode",
+                       "leaderworkerset.sigs.k8s.io/worker-index": str(index)}}, "spec": template}
+        made = apply(cluster, tmp_path, body, namespace)
+        assert made.returncode == 0, made.stderr
+        assert made.stderr == "" or "may not fit" not in made.stderr, made.stderr
+    bound = {cluster.wait_pod_bound(n, namespace) for n in ("r1-decode-0", "r1-decode-0-1")}
+    assert bound == {"k-h200-0", "k-h200-1"}

@@ -26,9 +26,6 @@ KNOWN_GAPS = {
                                                                               "${MODEL_DIR}, filled by the storage "
                                                                               "initializer",
     ("28-kserve-isvc-multinode-hf-runtime-llama3-8b-pp2.yaml", "worker"): "same as the predictor",
-    ("30-kserve-llmisvc-dp16-ep-deepseek-coder-v2-lite.yaml", "leader"): "LLMInferenceService parallelism.data "
-                                                                          "and the template's --max-model-len",
-    ("30-kserve-llmisvc-dp16-ep-deepseek-coder-v2-lite.yaml", "worker"): "same as the leader",
     ("36-sglang-docs-lws-pd-decode-deepseek-r1-0528.yaml", "leader"): "--model-path /work/models names no model",
     ("36-sglang-docs-lws-pd-decode-deepseek-r1-0528.yaml", "worker"): "same as the leader",
     ("42-ollama-helm-otwld-rendered-poststart-pull.yaml", "main"): "Ollama tags uploaded before Dec 2024 may default "

@@ -21,6 +21,7 @@ from ..engines import (
     lifecycle_commands,
     llamacpp,
     ollama,
+    parallel,
     read_container,
     sglang,
     tgi,
@@ -220,6 +221,22 @@ def _int_setting(s: Settings, key: str) -> int | None:
     return _parse(found, parse_positive_int, "use a whole number")
 
 
+def _set_at_run_time(s: Settings, key: str) -> bool:
+    found = s.get(key)
+    return found is not None and _unresolved(found.value)
+
+
+def _layout(engine: str, s: Settings, tp: int | None, pp: int, dp: int | None, dp_unknown: bool, pod_gpus: int,
+            group: int, moe: bool) -> parallel.Layout:
+    """The engine's parallelism layout from what the container declares (engines/parallel.py)."""
+    dcp = _int_setting(s, "dcp")
+    if engine == sglang.NAME:
+        return parallel.sglang_layout(tp or 1, pp, dp, s.flag("dp_attention"), _int_setting(s, "ep_size"), dcp,
+                                      pod_gpus, group, moe)
+    return parallel.vllm_layout(tp or 1, pp, dp, _int_setting(s, "dp_local"), s.flag("ep"), dcp, pod_gpus, group,
+                                moe, dp_unknown)
+
+
 def _unresolved(value: str) -> bool:
     return "$(" in value or "${" in value or is_placeholder(value)
 
@@ -233,6 +250,26 @@ def _main(readings: list[ContainerReading]) -> ContainerReading:
         if any(r.env.get(n) for n in d.MODEL_ENVS) or r.settings is not None:
             return r
     return readings[0]
+
+
+# LeaderWorkerSet injects these into every container of a group's pods (pkg/utils/pod AddLWSVariables):
+# the group size from the pod's size annotation, the worker index from its label.
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def runtime_env(view: PodView) -> dict[str, str]:
+    """Variables a controller sets in the running containers that the workload already tells: LWS_GROUP_SIZE."""
+    size = view.annotations.get(LWS_SIZE_ANNOTATION)
+    if view.kind == "LeaderWorkerSet" and view.group_size >= 1:
+        size = str(view.group_size)
+    if size is None or not size.strip().isdigit():
+        return {}
+    env = {"LWS_GROUP_SIZE": size.strip()}
+    index = view.labels.get(LWS_WORKER_INDEX_LABEL)
+    if index is not None and index.strip().isdigit():
+        env["LWS_WORKER_INDEX"] = index.strip()
+    return env
 
 
 def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigMapLookup | None = None,
@@ -256,12 +293,13 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     ann = view.annotations
     warnings: list[str] = list(claimed.warnings) if claimed else []
     sources: list[tuple[str, str]] = []
-    readings = [read_container(c, (), lookup) for c in containers]
+    runtime = runtime_env(view)
+    readings = [read_container(c, (), lookup, runtime) for c in containers]
     if any(r.engine == ollama.NAME and r.settings is not None and r.settings.get("model") is None
            for r in readings):
         # Ollama's model is often pulled by a lifecycle hook or an init container.
         pod_commands: list[Command] = lifecycle_commands(view.spec)
-        readings = [read_container(c, pod_commands, lookup) for c in containers]
+        readings = [read_container(c, pod_commands, lookup, runtime) for c in containers]
     main = _main(readings)
     settings = main.settings or Settings("unknown")
     engine = _engine_of(ann, settings)
@@ -302,6 +340,10 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     tp = _int_setting(settings, "tp")
     pp = _int_setting(settings, "pp") or 1
     model_gpus = gpus * group
+    dp = _int_setting(settings, "dp")
+    dp_unknown = dp is None and _set_at_run_time(settings, "dp")
+    # Data parallel: the pod's GPUs hold several engine ranks, each priced on its own TP × PP GPUs (below).
+    distributed = engine in (vllm_engine.NAME, sglang.NAME) and ((dp or 1) > 1 or dp_unknown)
     # Only where the engine's own command line is in view: an image run with no arguments may get its
     # parallelism from somewhere vramgate cannot see.
     saw_cmdline = any(f.source.startswith("arg ") for f in settings.values.values())
@@ -312,7 +354,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         # vLLM and SGLang default to --tensor-parallel-size 1: the model sits on one GPU (the others idle
         # or hold data-parallel replicas).
         model_gpus = 1
-    if tp is not None:
+    if tp is not None and not distributed:
         tp_found = settings.get("tp")
         assert tp_found is not None
         if tp * pp != model_gpus:
@@ -373,11 +415,23 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     context = _context(ann, settings, spec, workload, engine, sources, warnings)
     batch = _batch(ann, settings, main, engine, workload, sources)
     kv_dtype = _kv_dtype(ann, settings, engine, warnings)
+    split: dict[str, int] = {}
+    if engine in (vllm_engine.NAME, sglang.NAME) and workload == "inference":
+        layout = _layout(engine, settings, tp, pp, dp, dp_unknown, gpus, group, bool(spec and spec.is_moe))
+        if layout.distributed:
+            model_gpus = layout.rank_gpus
+            one_gpu_default = False  # the pod's GPUs are the data-parallel ranks
+            split = {"expert_split": layout.expert_split, "attention_split": layout.attention_split,
+                     "kv_split": layout.dcp}
+            warnings.extend(f"{view.ref}: {w}" for w in layout.warnings)
+            sources.extend(layout.sources)
     req = EstimateRequest(
         params=params, precision=precision, spec=spec, context=context, batch=batch, gpus=model_gpus,
         workload=workload, kv_cache_dtype=kv_dtype, engine=engine if engine != "unknown" else None,
         engine_version=_version(ann, settings), pipeline=pp,
     )
+    if split:
+        req = req.but(**split)
     req = _engine_specifics(req, ann, settings, workload, warnings)
     if one_gpu_default and gpus * group > 1:
         flag = "--tp" if engine == "sglang" else "--tensor-parallel-size"

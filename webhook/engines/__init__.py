@@ -64,30 +64,36 @@ def _image(container: Mapping[str, Any]) -> str:
 
 
 def read_container(container: dict[str, Any], pod_commands: Sequence[Command] = (),
-                   lookup: ConfigMapLookup | None = None) -> ContainerReading:
+                   lookup: ConfigMapLookup | None = None,
+                   runtime_env: Mapping[str, str] | None = None) -> ContainerReading:
     """Read a container: expand its env and command line, find its engine and the settings it declares.
 
-    A pure function of the container (and the pod's other commands): the pods of one template are read
-    once, then served from a bounded cache keyed by the container's canonical JSON. Readings that
-    consulted ConfigMaps are not cached (those change).
+    ``runtime_env`` holds variables a controller injects into the running container (LeaderWorkerSet's
+    ``LWS_GROUP_SIZE``) whose values are known from the workload; the container's own env overrides them.
+    A pure function of its arguments: the pods of one template are read once, then served from a
+    bounded cache keyed by the container's canonical JSON. Readings that consulted ConfigMaps are not
+    cached (those change).
     """
+    runtime = tuple(sorted(runtime_env.items())) if runtime_env else ()
     if lookup is not None:
-        return _read_container(container, pod_commands, lookup)
+        return _read_container(container, pod_commands, lookup, runtime)
     try:
         key = orjson.dumps(container, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # not JSON (a test's odd object): read it directly
-        return _read_container(container, pod_commands, None)
-    return _cached_reading(key, tuple(c.words for c in pod_commands))
+        return _read_container(container, pod_commands, None, runtime)
+    return _cached_reading(key, tuple(c.words for c in pod_commands), runtime)
 
 
 @lru_cache(maxsize=2048)
-def _cached_reading(key: bytes, pod_words: tuple[tuple[str, ...], ...]) -> ContainerReading:
-    return _read_container(orjson.loads(key), [Command(w) for w in pod_words], None)
+def _cached_reading(key: bytes, pod_words: tuple[tuple[str, ...], ...],
+                    runtime: tuple[tuple[str, str], ...]) -> ContainerReading:
+    return _read_container(orjson.loads(key), [Command(w) for w in pod_words], None, runtime)
 
 
 def _read_container(container: dict[str, Any], pod_commands: Sequence[Command],
-                    lookup: ConfigMapLookup | None) -> ContainerReading:
-    env, unknown = container_env(container, lookup)
+                    lookup: ConfigMapLookup | None, runtime: tuple[tuple[str, str], ...] = ()) -> ContainerReading:
+    own, unknown = container_env(container, lookup)
+    env = {**dict(runtime), **own} if runtime else own
     commands = commands_of(container, env)
     image = _image(container)
     settings = (

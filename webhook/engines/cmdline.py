@@ -17,6 +17,10 @@ _SHELL_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+])([^}]*))?\}
 _SEPARATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "(", ")", "\n", "|&"})
 _PUNCTUATION = frozenset(";&|()")
 _SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
+# POSIX arithmetic expansion `$(( … ))` (one level of inner parentheses).
+_ARITHMETIC = re.compile(r"\$\(\(((?:[^()]|\([^()]*\))*)\)\)")
+_ARITH_MARK = re.compile(r"\x00(\d+)\x00")
+_ARITH_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*/%()]))")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -138,6 +142,107 @@ def shell_expand(text: str, env: Mapping[str, str]) -> str:
                    for p in parts)
 
 
+def arithmetic_value(expr: str, env: Mapping[str, str]) -> str:
+    """``$(( expr ))`` as the shell computes it, or ``${VRAMGATE_UNKNOWN}`` when a variable is not known here.
+
+    Integers, ``+ - * / % **`` and parentheses; a name or ``$NAME`` reads the variable. The shell takes an
+    unset name as 0, but here "unset" means "set at run time" (``LWS_WORKER_INDEX``): the value stays unknown.
+    """
+    text = shell_expand(expr, env)
+    tokens: list[str] = []
+    pos = 0
+    while pos < len(text):
+        match = _ARITH_TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            if text[pos:].strip():
+                return UNKNOWN_VALUE
+            break
+        pos = match.end()
+        number, name, op = match.groups()
+        if name is not None:
+            value = env.get(name, "").strip()
+            if not value.lstrip("-").isdigit():
+                return UNKNOWN_VALUE
+            tokens.append(value)
+        else:
+            tokens.append(number if number is not None else op)
+    try:
+        return str(_Arithmetic(tokens).value())
+    except (ValueError, ZeroDivisionError, IndexError):
+        return UNKNOWN_VALUE
+
+
+# What a value computed at run time reads as: an unexpanded variable, which every setting reader treats as unknown.
+UNKNOWN_VALUE = "${VRAMGATE_UNKNOWN}"
+
+
+class _Arithmetic:
+    """A recursive-descent reader of shell integer arithmetic (C precedence, truncating division)."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+        self.i = 0
+
+    def value(self) -> int:
+        result = self._sum()
+        if self.i != len(self.tokens):
+            raise ValueError("trailing tokens")
+        return result
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def _sum(self) -> int:
+        left = self._product()
+        while self._peek() in ("+", "-"):
+            op = self.tokens[self.i]
+            self.i += 1
+            right = self._product()
+            left = left + right if op == "+" else left - right
+        return left
+
+    def _product(self) -> int:
+        left = self._power()
+        while self._peek() in ("*", "/", "%"):
+            op = self.tokens[self.i]
+            self.i += 1
+            right = self._power()
+            if op == "*":
+                left *= right
+            else:
+                quotient = abs(left) // abs(right) * (1 if (left >= 0) == (right >= 0) else -1)
+                left = quotient if op == "/" else left - quotient * right
+        return left
+
+    def _power(self) -> int:
+        base = self._unary()
+        if self._peek() == "**":
+            self.i += 1
+            exponent = self._power()
+            if exponent < 0 or exponent > 64:
+                raise ValueError("exponent out of range")
+            return int(base**exponent)
+        return base
+
+    def _unary(self) -> int:
+        token = self._peek()
+        if token in ("+", "-"):
+            self.i += 1
+            inner = self._unary()
+            return -inner if token == "-" else inner
+        if token == "(":
+            self.i += 1
+            inner = self._sum()
+            if self._peek() != ")":
+                raise ValueError("unbalanced parentheses")
+            self.i += 1
+            return inner
+        if token is None or not token.lstrip("-").isdigit():
+            raise ValueError(f"expected a number, got {token!r}")
+        self.i += 1
+        return int(token)
+
+
 @dataclass(frozen=True)
 class Command:
     """One simple command of a script or container: the program's words and the variables set for it."""
@@ -156,6 +261,15 @@ def split_script(script: str, env: Mapping[str, str], params: Sequence[str] = ()
     ``params`` are the positional parameters after ``sh -c SCRIPT`` ($0 first): ``"$@"`` expands to them.
     """
     text = script.replace("\\\r\n", " ").replace("\\\n", " ")
+    # `$(( … ))` is evaluated where it stands, against the variables known there; until then a marker keeps
+    # its parentheses from splitting the command (they would drop every flag after it).
+    arithmetic: list[str] = []
+
+    def mark(match: re.Match[str]) -> str:
+        arithmetic.append(match.group(1))
+        return f"\x00{len(arithmetic) - 1}\x00"
+
+    text = _ARITHMETIC.sub(mark, text)
     # Command substitution is opaque here: `$(NAME)` (left by the kubelet when NAME is not in the
     # template's env, e.g. LWS_GROUP_SIZE injected at run time) reads as the variable, anything else as a word.
     text = _SUBSTITUTION.sub(lambda m: "${" + m.group(1) + "}" if _NAME.match(m.group(1)) else "_", text)
@@ -168,6 +282,8 @@ def split_script(script: str, env: Mapping[str, str], params: Sequence[str] = ()
             if w in ("$@", "${@}", "$*", "${*}"):
                 words.extend(positional)
             else:
+                if arithmetic and "\x00" in w:
+                    w = _ARITH_MARK.sub(lambda m: arithmetic_value(arithmetic[int(m.group(1))], scope), w)
                 words.append(shell_expand(w, scope))
         assigned: dict[str, str] = {}
         while words and (match := _ASSIGNMENT.match(words[0])):

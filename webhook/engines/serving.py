@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..models.catalog import ModelSpec
-from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
+from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes, weights_per_gpu
 from ..units.precision import kv_bytes
 from .layers import layout_of
 
@@ -33,17 +33,18 @@ def plan(req: EstimateRequest, spec: ModelSpec | None, costs: Costs, tokens: int
     layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, kv_bytes(req.precision, req.kv_cache_dtype))
     kv = layout.bytes_for(req.context, compact=costs.compact_windows) * req.slots * req.batch * costs.gpu_share
     kv_shards = 1 if shape.mla else max(1, min(g, shape.kv_heads))
-    kv_per_gpu = kv / kv_shards
+    kv_per_gpu = kv / kv_shards / max(req.kv_split, 1)
     act = costs.activation_bytes_per_token_hidden * tokens * shape.hidden_size / g
     fixed = costs.fixed_mib * MIB
-    mid = weights / g + kv_per_gpu + act + fixed
+    w_gpu = weights_per_gpu(req, weights, spec)
+    mid = w_gpu + kv_per_gpu + act + fixed
     low_share = costs.gpu_share if costs.low_gpu_share is None else costs.low_gpu_share
     share_ratio = low_share / costs.gpu_share if costs.gpu_share else 0.0
-    low = share_ratio * (weights / g + kv_per_gpu * costs.low_kv_share) + costs.low_factor * (act + fixed)
+    low = share_ratio * (w_gpu + kv_per_gpu * costs.low_kv_share) + costs.low_factor * (act + fixed)
     high = mid + act + costs.high_extra_mib * MIB
     if not shape.known:
         low *= 0.85
         high *= 1.25
-    return priced(req, weights=weights / g, kv=kv_per_gpu, overhead=fixed, activations=act, mid=mid, low=low,
+    return priced(req, weights=w_gpu, kv=kv_per_gpu, overhead=fixed, activations=act, mid=mid, low=low,
                   high=high, kv_bytes_per_token=layout.bytes_per_token(), shape_known=shape.known,
                   engine=costs.engine, notes=notes)

@@ -29,14 +29,21 @@ _VALUES = (
     "--nnodes", "--node-rank", "--dist-init-addr", "--served-model-name", "--chat-template", "--attention-backend",
     "--cuda-graph-max-bs", "--schedule-policy", "--revision", "--load-format", "--trust-remote-code",
     "--speculative-algorithm", "--tool-call-parser", "--reasoning-parser", "--api-key", "--random-seed",
-    "--log-level", "--grammar-backend", "--lora-paths", "--max-loras-per-batch",
+    "--log-level", "--grammar-backend", "--lora-paths", "--max-loras-per-batch", "--moe-a2a-backend",
+    "--deepep-mode", "--moe-dense-tp-size", "--moe-dp-size", "--ep-num-redundant-experts", "--dcp-size",
+    "--disaggregation-mode", "--disaggregation-ib-device", "--disaggregation-transfer-backend", "--page-size",
+    "--cuda-graph-bs", "--moe-runner-backend", "--init-expert-location", "--decode-log-interval",
 )
 _FLAGS = ("--enable-dp-attention", "--disable-cuda-graph", "--enable-torch-compile", "--disable-radix-cache",
-          "--trust-remote-code", "--enable-metrics", "--enable-ep-moe", "--enable-mixed-chunk", "--skip-server-warmup")
+          "--trust-remote-code", "--enable-metrics", "--enable-ep-moe", "--enable-mixed-chunk", "--skip-server-warmup",
+          "--enable-deepep-moe", "--enable-dp-lm-head", "--enable-two-batch-overlap", "--enable-eplb")
 OPTIONS = OptionTable(
     names=frozenset(_VALUES + _FLAGS),
+    # python/sglang/srt/server_args.py add_cli_args: each size has its long form and its -size twin.
     aliases={"--model": "--model-path", "--tp": "--tp-size", "--dp": "--dp-size", "--ep": "--ep-size",
-             "--pp": "--pp-size"},
+             "--pp": "--pp-size", "--tensor-parallel-size": "--tp-size", "--data-parallel-size": "--dp-size",
+             "--expert-parallel-size": "--ep-size", "--pipeline-parallel-size": "--pp-size",
+             "--decode-context-parallel-size": "--dcp-size"},
     flags=frozenset(_FLAGS),
 )
 SETTINGS: Mapping[str, Setting] = {
@@ -48,6 +55,10 @@ SETTINGS: Mapping[str, Setting] = {
     "dp": Setting(("--dp-size",)),
     "pp": Setting(("--pp-size",)),
     "nnodes": Setting(("--nnodes",)),
+    "ep_size": Setting(("--ep-size",)),
+    "dp_attention": Setting(("--enable-dp-attention",)),
+    "a2a": Setting(("--moe-a2a-backend",)),
+    "deepep": Setting(("--enable-deepep-moe",)),
     "util": Setting(("--mem-fraction-static",)),
     "kv_dtype": Setting(("--kv-cache-dtype",)),
     "max_seqs": Setting(("--max-running-requests",)),

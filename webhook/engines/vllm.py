@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
+from ..models.vram import weights_per_gpu as weights_per_gpu_of
 from ..units.precision import kv_bytes
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
@@ -42,7 +43,9 @@ _VALUE_OPTIONS = (
     "--scheduling-policy", "--worker-cls", "--device", "--task", "--runner", "--kv-transfer-config",
     "--max-num-partial-prefills", "--long-prefill-token-threshold", "--hf-config-path", "--root-path",
     "--ssl-keyfile", "--ssl-certfile", "--allowed-origins", "--middleware", "--response-role",
-    "--quantization-param-path",
+    "--quantization-param-path", "--data-parallel-start-rank", "--data-parallel-address", "--data-parallel-rpc-port",
+    "--data-parallel-backend", "--decode-context-parallel-size", "--api-server-count", "--all2all-backend",
+    "--eplb-config", "--expert-placement-strategy",
 )
 _FLAG_OPTIONS = (
     "--enforce-eager", "--enable-expert-parallel", "--trust-remote-code", "--enable-prefix-caching",
@@ -51,11 +54,14 @@ _FLAG_OPTIONS = (
     "--disable-sliding-window", "--skip-tokenizer-init", "--enable-prompt-tokens-details", "--headless",
     "--disable-frontend-multiprocessing", "--enable-reasoning", "--disable-cascade-attn", "--async-scheduling",
     "--enable-sleep-mode", "--enable-dbo", "--enable-eplb", "--no-enable-log-requests", "--enable-log-requests",
+    "--data-parallel-hybrid-lb", "--data-parallel-external-lb",
 )
 OPTIONS = OptionTable(
     names=frozenset(_VALUE_OPTIONS + _FLAG_OPTIONS),
     aliases={"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
              "-q": "--quantization", "-O": "--compilation-config", "-dpl": "--data-parallel-size-local",
+             "-dpa": "--data-parallel-address", "-dpp": "--data-parallel-rpc-port", "-dpb": "--data-parallel-backend",
+             "-dcp": "--decode-context-parallel-size",
              # KServe's Hugging Face server passes vLLM's engine args through, with its own model flags.
              "--model-id": "--model", "--model-dir": "--model"},
     flags=frozenset(_FLAG_OPTIONS),
@@ -68,6 +74,8 @@ SETTINGS: Mapping[str, Setting] = {
     "tp": Setting(("--tensor-parallel-size",)),
     "pp": Setting(("--pipeline-parallel-size",)),
     "dp": Setting(("--data-parallel-size",)),
+    "dp_local": Setting(("--data-parallel-size-local",)),
+    "dcp": Setting(("--decode-context-parallel-size",)),
     "ep": Setting(("--enable-expert-parallel",)),
     "util": Setting(("--gpu-memory-utilization",)),
     "kv_dtype": Setting(("--kv-cache-dtype",)),
@@ -232,7 +240,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     kv_seq = _kv_for_sequence(layout, req.context, tokens, v)
     kv_total = kv_seq * req.batch  # only a declared reservation (vramgate.io/batch-size) multiplies it
     kv_shards = 1 if shape.mla else max(1, min(tp, shape.kv_heads))
-    kv_per_gpu = kv_total / kv_shards / pp
+    kv_per_gpu = kv_total / kv_shards / pp / max(req.kv_split, 1)
     if req.kv_cache_bytes is not None:
         kv_per_gpu = float(req.kv_cache_bytes)
 
@@ -243,14 +251,15 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     act_lo = activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo)
     act_hi = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi)
     vision = _vision_profile(req, spec, tokens, seqs, v1) / tp
-    nt_lo, nt_mid, nt_hi = NON_TORCH_TP_MIB if tp > 1 else NON_TORCH_MIB
+    # NCCL, custom all-reduce and all-to-all buffers: any rank that talks to others (TP, or experts spread by DP).
+    nt_lo, nt_mid, nt_hi = NON_TORCH_TP_MIB if tp > 1 or req.expert_split > g else NON_TORCH_MIB
     if (0, 6, 4) <= v < (0, 6, 5) or (v1 and (0, 7, 0) <= v < (0, 9, 1)):
         nt_lo, nt_mid = nt_lo + CUDA_CONTEXT_MIB, nt_mid + CUDA_CONTEXT_MIB
     # Graph memory follows the activations of the captured batch: an MoE's active parameters, not its total.
     active = (spec.active_params if spec is not None and spec.active_params else req.params)
     graphs = 0.0 if req.enforce_eager else cuda_graph_mib(min(active, req.params), tp) * MIB
     graphs_counted = v >= (0, 20, 0)
-    weights_per_gpu = weights / g
+    weights_per_gpu = weights_per_gpu_of(req, weights, spec)
     mid = weights_per_gpu + kv_per_gpu + act + vision + nt_mid * MIB + (graphs if graphs_counted else 0.0)
     certain = weights_per_gpu + kv_per_gpu
     low_rest = act_lo + 0.5 * vision + nt_lo * MIB

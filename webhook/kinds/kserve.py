@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -417,11 +418,13 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
         data_local = count(par.get("dataLocal"), 1, f"{where}.parallelism.dataLocal", minimum=1)
         # ParallelismSpec.GetSize: data parallel → data / dataLocal pods (each a full TP replica); pipeline → PP.
         size = max(data // data_local, 1) if "data" in par or "dataLocal" in par else pp
-        group = pp if pp > 1 else 1
+        # The pods of one instance: PP stages, or data-parallel ranks spread over pods (one engine, experts shared).
+        group = size if size > 1 else 1
         template = part.get("template")
         pod: dict[str, Any] = copied(template) if isinstance(template, dict) else {}
-        pod["containers"] = [_llm_main(c, model_name, tp, pp) for c in as_list(pod.get("containers"))
-                             if isinstance(c, dict)] or [_llm_main({"name": "main"}, model_name, tp, pp)]
+        flags = _parallel_flags(par, tp, pp, data, data_local)
+        pod["containers"] = [_llm_main(c, model_name, flags) for c in as_list(pod.get("containers"))
+                             if isinstance(c, dict)] or [_llm_main({"name": "main"}, model_name, flags)]
         pod_meta = inherit_annotations({"annotations": as_dict(part.get("annotations")),
                                         "labels": as_dict(part.get("labels"))}, meta)
         label = role if part.get("worker") is None else f"{role} leader".strip()
@@ -429,7 +432,7 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
         worker = part.get("worker")
         if isinstance(worker, dict) and size > 1:
             w_pod = copied(worker)
-            w_pod["containers"] = [_llm_main(c, model_name, tp, pp) for c in as_list(w_pod.get("containers"))
+            w_pod["containers"] = [_llm_main(c, model_name, flags) for c in as_list(w_pod.get("containers"))
                                    if isinstance(c, dict)]
             w_label = f"{role} worker".strip()
             out.append(Role(w_label, PodView(kind, ns, name, pod_meta, w_pod, w_label, group), group,
@@ -439,14 +442,36 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
     return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)
 
 
-def _llm_main(container: dict[str, Any], model: str | None, tp: int, pp: int) -> dict[str, Any]:
+def _parallel_flags(par: dict[str, Any], tp: int, pp: int, data: int, data_local: int) -> list[str]:
+    """The vLLM flags the default LLMInferenceServiceConfig templates derive from ``spec.parallelism``.
+
+    KServe's well-known configs (config-llm-*-worker-data-parallel) start ``vllm serve`` with
+    ``--data-parallel-size``, ``--data-parallel-size-local`` and, for ``expert: true``,
+    ``--enable-expert-parallel``, beside ``--tensor-parallel-size`` / ``--pipeline-parallel-size``.
+    """
+    flags: list[str] = []
+    if tp > 1 or "tensor" in par:
+        flags += ["--tensor-parallel-size", str(tp)]
+    if pp > 1:
+        flags += ["--pipeline-parallel-size", str(pp)]
+    if data > 1:
+        flags += ["--data-parallel-size", str(data), "--data-parallel-size-local", str(data_local)]
+    if par.get("expert") is True:
+        flags.append("--enable-expert-parallel")
+    return flags
+
+
+def _llm_main(container: dict[str, Any], model: str | None, flags: list[str]) -> dict[str, Any]:
     """The ``main`` container as the default LLMInferenceServiceConfig runs it, unless the user set a command."""
     if container.get("name") != "main" or container.get("command") or not model:
         return container
-    args = ["vllm", "serve", model]
-    if tp > 1:
-        args += ["--tensor-parallel-size", str(tp)]
-    if pp > 1:
-        args += ["--pipeline-parallel-size", str(pp)]
+    # The well-known configs expand ${VLLM_ADDITIONAL_ARGS} into the command line (a literal env value here).
+    extra = next((e.get("value") for e in as_list(container.get("env")) if isinstance(e, dict)
+                  and e.get("name") == "VLLM_ADDITIONAL_ARGS" and isinstance(e.get("value"), str)), None)
+    try:
+        extra_words = shlex.split(extra) if extra else []
+    except ValueError:
+        extra_words = extra.split() if extra else []
+    args = ["vllm", "serve", model, *flags, *extra_words]
     return {"image": "ghcr.io/llm-d/llm-d-cuda", **container, "command": [], "args": [*args, *as_list(
         container.get("args"))]}

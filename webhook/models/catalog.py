@@ -88,6 +88,20 @@ class ModelSpec:
     def is_moe(self) -> bool:
         return bool(self.experts)
 
+    def routed_expert_params(self) -> float:
+        """Parameters of the routed experts (every MoE layer's experts, not the shared ones nor the router).
+
+        What expert parallelism divides: ``moe_layers`` (or ``layers - first_dense_layers``) × ``experts`` ×
+        one expert MLP of ``moe_intermediate_size``, as in config.json. 0 for a dense model.
+        """
+        if not self.experts:
+            return 0.0
+        return min(self.params, _moe_layer_count(self) * self.experts * _expert_params(self))
+
+    def attention_params(self) -> float:
+        """Parameters of every attention block (Q, K, V, O, or MLA's low-rank form): what DP attention replicates."""
+        return min(self.params, self.cache_layers * _attention_params(self))
+
     @property
     def mla(self) -> bool:
         return bool(self.kv_lora_rank)

@@ -120,6 +120,12 @@ class EstimateRequest:
     legacy_engine: bool = False  # vLLM V0 forced by VLLM_USE_V1=0
     gpu_mib: float | None = None  # the GPU it will run on, where engine defaults depend on it (None: a large one)
     gpu_product: str | None = None  # its product name (vLLM's V1 defaults single out the A100)
+    # Distributed serving (engines/parallel.py): ``gpus`` is one engine rank's GPUs (TP × PP); the routed
+    # experts may spread over more (vLLM DP × TP, SGLang's whole TP group) and attention over fewer (DP
+    # attention). 0: the same ``gpus`` as everything else.
+    expert_split: int = 0
+    attention_split: int = 0
+    kv_split: int = 1  # ranks that share one sequence's KV (vLLM/SGLang decode context parallel)
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions).
@@ -249,6 +255,30 @@ def weights_bytes(params: float, precision: str, shape: Shape, spec: ModelSpec |
         kept = min(params, shape.embedding_params + towers)
         return (params - kept) * p.bits / 8 + kept * 2
     return params * p.bits / 8
+
+
+def weights_per_gpu(req: EstimateRequest, total: float, spec: ModelSpec | None) -> float:
+    """Weight bytes on each GPU: ``total`` over ``req.gpus``, except the parts a layout spreads otherwise.
+
+    Routed experts go over ``expert_split`` GPUs and attention (with the embeddings and the head) over
+    ``attention_split``; both at the checkpoint's bytes per parameter, the embeddings at 16 bits where a
+    quantized checkpoint keeps them so. The rest (dense MLPs, shared experts, norms) stays over ``gpus``.
+    """
+    g = max(req.gpus, 1)
+    if spec is None or not (req.expert_split or req.attention_split) or not req.params:
+        return total / g
+    scale = req.params / spec.params if spec.params else 1.0
+    p = PRECISIONS[req.precision]
+    per_param = p.bits / 8 if not p.gguf else total / req.params
+    experts = spec.routed_expert_params() * scale * per_param if req.expert_split else 0.0
+    attention = 0.0
+    if req.attention_split:
+        embed_bytes = 2.0 if p.quantized else per_param
+        attention = spec.attention_params() * scale * per_param + spec.embedding_params * embed_bytes
+    experts = min(experts, total)
+    attention = min(attention, total - experts)
+    rest = total - experts - attention
+    return rest / g + experts / (req.expert_split or g) + attention / (req.attention_split or g)
 
 
 def kv_bytes_per_token(req: EstimateRequest, shape: Shape) -> float:

@@ -264,3 +264,24 @@ def test_llm_inference_service_parallelism_becomes_vllm_flags() -> None:
     assert "--enable-expert-parallel" in args
     d = demand_of(found.roles[0].view)
     assert d.estimate is not None and d.estimate.request.expert_split == 16
+
+
+def test_nimservice_multinode_is_an_lws_of_pipeline_pods_with_tensor_gpus() -> None:
+    # NVIDIA/k8s-nim-operator: GetLWSSize() = parallelism.pipeline; each pod gets `tensor` GPUs and the
+    # operator sets NIM_TENSOR_PARALLEL_SIZE / NIM_PIPELINE_PARALLEL_SIZE (getLWSCommonEnv).
+    obj = {"apiVersion": "apps.nvidia.com/v1alpha1", "kind": "NIMService",
+           "metadata": {"name": "r1", "namespace": "ml"},
+           "spec": {"image": {"repository": "nvcr.io/nim/deepseek-ai/deepseek-r1", "tag": "1.7.3"},
+                    "authSecret": "ngc", "replicas": 1,
+                    "multiNode": {"backendType": "lws", "parallelism": {"pipeline": 2, "tensor": 8}}}}
+    found = roles(obj)
+    assert found is not None
+    [role] = found.roles
+    assert role.view.group_size == 2 and role.replicas == 2
+    [c] = role.view.spec["containers"]
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    d = demand_of(role.view)
+    assert d.estimate is not None and (d.estimate.request.gpus, d.estimate.request.pipeline) == (16, 2)
+    snap = snapshot_from_nodes(load_nodes(NODES / "h100x8.yaml"), CFG)
+    verdict = judge(obj, snap, CFG, CAT)
+    assert verdict.allowed, verdict.message

@@ -25,6 +25,7 @@ SETTINGS: Mapping[str, Setting] = {
     "model": Setting((), ("NIM_MODEL_NAME",)),
     "context": Setting((), ("NIM_MAX_MODEL_LEN",)),
     "tp": Setting((), ("NIM_TENSOR_PARALLEL_SIZE",)),
+    "pp": Setting((), ("NIM_PIPELINE_PARALLEL_SIZE",)),
     "profile": Setting((), ("NIM_MODEL_PROFILE",)),
     "util": Setting((), ("NIM_GPU_MEMORY_UTILIZATION",)),
 }

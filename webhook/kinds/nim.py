@@ -3,7 +3,10 @@
 Shape from NVIDIA/k8s-nim-operator api/apps/v1alpha1/nimservice_types.go: ``spec.image.{repository,tag}``,
 ``spec.env`` (a list of EnvVar), ``spec.resources`` (ResourceRequirements), ``spec.replicas``,
 ``spec.nodeSelector``, ``spec.tolerations``; the operator builds a Deployment whose container runs that
-image with those env and resources.
+image with those env and resources. With ``spec.multiNode.parallelism`` (``pipeline``, ``tensor``) it builds
+a LeaderWorkerSet of ``pipeline`` pods instead (``GetLWSSize``), each with ``tensor`` GPUs unless the
+resources name them, and sets ``NIM_TENSOR_PARALLEL_SIZE`` / ``NIM_PIPELINE_PARALLEL_SIZE``
+(api/apps/v1alpha1/nimservice_types.go ``getLWSCommonEnv``; platform/standalone/nimservice.go).
 """
 
 from __future__ import annotations
@@ -46,4 +49,24 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         annotations.setdefault("vramgate.io/precision", precision)
     pod_meta = inherit_annotations({"annotations": annotations, "labels": as_dict(spec.get("labels"))}, meta)
     replicas = count(spec.get("replicas"), 1, "spec.replicas")
-    return RoleSet(kind, name, (Role("", PodView(kind, ns, name, pod_meta, pod, "", 1), 1, replicas),))
+    group = _multinode(container, as_dict(as_dict(spec.get("multiNode")).get("parallelism")))
+    view = PodView(kind, ns, name, pod_meta, pod, "", group)
+    return RoleSet(kind, name, (Role("", view, group, replicas * group),), grouped=group > 1)
+
+
+def _multinode(container: dict[str, Any], parallelism: dict[str, Any]) -> int:
+    """Apply ``multiNode.parallelism`` as the operator does; the pods of one instance (1 when not multi-node)."""
+    if not parallelism:
+        return 1
+    pp = count(parallelism.get("pipeline"), 1, "spec.multiNode.parallelism.pipeline", minimum=1)
+    tp = count(parallelism.get("tensor"), 1, "spec.multiNode.parallelism.tensor", minimum=1)
+    own = {e.get("name") for e in as_list(container.get("env")) if isinstance(e, dict)}
+    operator_env = [{"name": "NIM_TENSOR_PARALLEL_SIZE", "value": str(tp)},
+                    {"name": "NIM_PIPELINE_PARALLEL_SIZE", "value": str(pp)}]
+    container["env"] = [*[e for e in operator_env if e["name"] not in own], *as_list(container.get("env"))]
+    resources = as_dict(container.get("resources"))
+    named = any("nvidia.com/gpu" in as_dict(resources.get(s)) for s in ("limits", "requests"))
+    if not named:
+        limits = {**as_dict(resources.get("limits")), "nvidia.com/gpu": str(tp)}
+        container["resources"] = {**resources, "limits": limits}
+    return pp

@@ -444,3 +444,15 @@ def test_estimate_json_for_every_entry(spec: ModelSpec, capsys: pytest.CaptureFi
     assert code == 0
     data = json.loads(out)
     assert data["model"] == spec.name and data["total_mib"] > 0 and data["architecture_known"]
+
+
+def test_an_organisation_is_never_taken_for_a_model() -> None:
+    # "Qwen/Qwen3.5-4B" once resolved through its organisation to Ollama's "qwen" (Qwen1.5-7B) and was
+    # rejected on the L4s it runs on; a hub id's first part names who published it, not what.
+    from webhook.engines.identity import identify
+
+    catalog = builtin_catalog()
+    assert catalog.lookup("qwen") is not None  # the Ollama tag exists: the trap is real
+    assert identify(catalog, "Qwen/Qwen3.5-4B").spec is None
+    found = identify(catalog, "/models/Qwen/Qwen2.5-7B-Instruct").spec
+    assert found is not None and found.name == "qwen2.5-7b-instruct"  # a local path still tries each folder

@@ -68,8 +68,12 @@ def identify(catalog: Catalog, reference: str, engine: str | None = None) -> Ide
             tag = tag[: m.start()]
         candidates += [f"{model}:{tag}", model]
     if "/" in name:
-        # A local path or checkpoint directory: try each component, deepest first.
-        candidates += [p for p in reversed(name.split("/")) if p]
+        # A local path or checkpoint directory: try each component, deepest first. A hub id's first part is
+        # its organisation, never a model: "Qwen/Qwen3.5-4B" must not become Ollama's "qwen" (Qwen1.5-7B).
+        parts = [p for p in name.split("/") if p]
+        if len(parts) == 2 and not name.startswith("/"):
+            parts = parts[1:]
+        candidates += list(reversed(parts))
     for c in candidates:
         spec = catalog.lookup(c)
         if spec is not None:

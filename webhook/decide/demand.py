@@ -303,7 +303,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     main = _main(readings)
     settings = main.settings or Settings("unknown")
     engine = _engine_of(ann, settings)
-    unknown = _relevant_unknown_env(main)
+    # LWS_WORKER_INDEX and the like arrive by fieldRef, but the workload already tells their value.
+    unknown = [n for n in _relevant_unknown_env(main) if n not in runtime]
     if unknown:
         warnings.append(f"container {main.container.get('name')}: env {', '.join(unknown)} comes from a "
                         "ConfigMap or Secret vramgate cannot read here; values it sets are not known")

@@ -101,8 +101,8 @@ def container_env(container: Mapping[str, Any], lookup: Callable[[str, str], str
             if resolved is not None:
                 env[name] = resolved
                 continue
-        if ref:
-            unknown.append(name)
+        if ref.get("configMapKeyRef") is not None or ref.get("secretKeyRef") is not None:
+            unknown.append(name)  # a fieldRef (pod name, an LWS label) is metadata, not a hidden setting
         elif "value" not in item:
             env[name] = ""  # declared without a value: the kubelet sets it empty
     return env, unknown

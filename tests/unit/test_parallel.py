@@ -285,3 +285,22 @@ def test_nimservice_multinode_is_an_lws_of_pipeline_pods_with_tensor_gpus() -> N
     snap = snapshot_from_nodes(load_nodes(NODES / "h100x8.yaml"), CFG)
     verdict = judge(obj, snap, CFG, CAT)
     assert verdict.allowed, verdict.message
+
+
+def test_a_quoted_json_value_over_several_lines_is_one_word() -> None:
+    script = ("exec vllm serve m --kv_transfer_config '{\"kv_connector\":\"NixlConnector\",\n"
+              "      \"kv_role\":\"kv_both\"}' --enable-eplb --eplb-config '{\"window_size\":\"1000\",\n"
+              "      \"num_redundant_experts\":\"32\"}' --max-model-len 8192\necho \"done\"")
+    first, second = split_script(script, {})
+    eplb = '{"window_size":"1000",       "num_redundant_experts":"32"}'
+    assert first.words[-5:] == ("--enable-eplb", "--eplb-config", eplb, "--max-model-len", "8192")
+    assert second.words == ("echo", "done")
+
+
+def test_eplb_redundant_experts_add_expert_slots_per_rank() -> None:
+    eplb = [*WIDE_EP, "--enable-eplb", "--eplb-config", "'{\"num_redundant_experts\": \"32\"}'"]
+    plain, spare = (demand_of(_only_role(_lws(2, a, env={"DP_SIZE_LOCAL": "8"}))) for a in (WIDE_EP, eplb))
+    assert spare.estimate is not None and spare.estimate.request.redundant_experts == 32
+    extra = (spare.estimate.weights_mib - plain.estimate.weights_mib) / 1024  # type: ignore[union-attr]
+    # 2 more experts per rank (288 / 16 vs 256 / 16), ~2.4 GiB each over 58 MoE layers ("2GB per redundant expert").
+    assert 4.0 < extra < 5.5

@@ -227,7 +227,7 @@ def _set_at_run_time(s: Settings, key: str) -> bool:
 
 
 def _layout(engine: str, s: Settings, tp: int | None, pp: int, dp: int | None, dp_unknown: bool, pod_gpus: int,
-            group: int, moe: bool) -> parallel.Layout:
+            group: int, moe: bool | None) -> parallel.Layout:
     """The engine's parallelism layout from what the container declares (engines/parallel.py)."""
     dcp = _int_setting(s, "dcp")
     if engine == sglang.NAME:
@@ -418,12 +418,16 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     kv_dtype = _kv_dtype(ann, settings, engine, warnings)
     split: dict[str, int] = {}
     if engine in (vllm_engine.NAME, sglang.NAME) and workload == "inference":
-        layout = _layout(engine, settings, tp, pp, dp, dp_unknown, gpus, group, bool(spec and spec.is_moe))
+        layout = _layout(engine, settings, tp, pp, dp, dp_unknown, gpus, group, spec.is_moe if spec else None)
         if layout.distributed:
             model_gpus = layout.rank_gpus
             one_gpu_default = False  # the pod's GPUs are the data-parallel ranks
             split = {"expert_split": layout.expert_split, "attention_split": layout.attention_split,
                      "kv_split": layout.dcp}
+            spare = vllm_engine.redundant_experts(settings) if engine == vllm_engine.NAME else 0
+            if spare and layout.expert_split:
+                split["redundant_experts"] = spare
+                sources.append(("parallelism", f"vLLM EPLB: {spare} redundant expert slots spread with the experts"))
             warnings.extend(f"{view.ref}: {w}" for w in layout.warnings)
             sources.extend(layout.sources)
     req = EstimateRequest(

@@ -95,7 +95,8 @@ def read_settings(
         if argv is not None:
             for opt in setting.options:
                 value = argv.get(opt)
-                if value is not None:
+                # `--kv-cache-memory-bytes=${UNSET-}` expands to nothing: as if the flag were not there.
+                if value is not None and value.strip():
                     settings.put(key, value, f"arg {argv.spelled.get(opt, opt)}")
                     break
         if key in settings.values:

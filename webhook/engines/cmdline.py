@@ -309,9 +309,32 @@ def split_script(script: str, env: Mapping[str, str], params: Sequence[str] = ()
     return commands
 
 
+def _join_quoted_lines(text: str) -> str:
+    """Newlines inside quotes become spaces: a quoted JSON value over several lines is one word, not the end
+    of the command (``--eplb-config '{"window_size": 1000,⏎ "num_redundant_experts": 32}'``)."""
+    if "\n" not in text or ("'" not in text and '"' not in text):
+        return text
+    out: list[str] = []
+    quote = ""
+    escaped = False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote and ch == quote:
+            quote = ""
+        elif not quote and ch in "'\"":
+            quote = ch
+        elif ch == "\n" and quote:
+            ch = " "
+        out.append(ch)
+    return "".join(out)
+
+
 def _words(text: str) -> Iterable[list[str]]:
     """Shell words grouped into simple commands (split at ``;``, ``&&``, ``|``, newlines …)."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()")
+    lexer = shlex.shlex(_join_quoted_lines(text), posix=True, punctuation_chars=";&|()")
     lexer.whitespace = " \t\r"  # newlines separate commands
     lexer.whitespace_split = True
     # shlex's own comment handling eats the newline that ends the comment (joining the next command

@@ -17,6 +17,7 @@ parallel (EP) and DP attention change which parts of a mixture-of-experts model 
   runs that many independent TP replicas.
 
 The layout is a pure function of the values read; where one is only known at run time it says so.
+``moe`` is None for a model the catalog does not hold: its experts, if any, are priced with the rest.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Layout:
 
 
 def vllm_layout(tp: int, pp: int, dp: int | None, dp_local: int | None, ep: bool, dcp: int | None,
-                pod_gpus: int, group: int, moe: bool, dp_unknown: bool = False) -> Layout:
+                pod_gpus: int, group: int, moe: bool | None, dp_unknown: bool = False) -> Layout:
     """vLLM: ranks of TP × PP GPUs; ``dp`` of them over the group, ``dp_local`` per pod; experts over DP × TP."""
     warnings: list[str] = []
     sources: list[tuple[str, str]] = []
@@ -66,7 +67,7 @@ def vllm_layout(tp: int, pp: int, dp: int | None, dp_local: int | None, ep: bool
     if dp > 1 and dp * rank != pod_gpus * group and local * rank == pod_gpus:
         warnings.append(f"--data-parallel-size {dp} × {rank} GPU(s) per rank is {dp * rank} GPU(s), but the "
                         f"{group} pod(s) of the group request {pod_gpus * group}")
-    if ep and not moe:
+    if ep and moe is False:
         warnings.append("--enable-expert-parallel on a model without experts: it changes nothing here")
     expert_split = dp * rank if moe and dp > 1 else 0
     if expert_split:
@@ -80,7 +81,7 @@ def vllm_layout(tp: int, pp: int, dp: int | None, dp_local: int | None, ep: bool
 
 
 def sglang_layout(tp: int, pp: int, dp: int | None, dp_attention: bool, ep_size: int | None, dcp: int | None,
-                  pod_gpus: int, group: int, moe: bool) -> Layout:
+                  pod_gpus: int, group: int, moe: bool | None) -> Layout:
     """SGLang: one instance of TP × PP GPUs over its pods; DP attention splits attention over TP / DP."""
     warnings: list[str] = []
     sources: list[tuple[str, str]] = []
@@ -99,7 +100,7 @@ def sglang_layout(tp: int, pp: int, dp: int | None, dp_attention: bool, ep_size:
             warnings.append(f"--dp-size {dp} × --tp-size {tp} is {dp * rank} GPU(s), but the pod(s) request "
                             f"{pod_gpus * group}")
     if ep_size and ep_size > 1:
-        if not moe:
+        if moe is False:
             warnings.append(f"--ep-size {ep_size} on a model without experts: it changes nothing here")
         elif tp % ep_size:
             warnings.append(f"--ep-size {ep_size} does not divide --tp-size {tp}")

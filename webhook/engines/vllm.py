@@ -12,6 +12,7 @@ caps concurrency and reserves nothing. Sources and per-version details: docs/est
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from ..models.catalog import ModelSpec
@@ -45,7 +46,7 @@ _VALUE_OPTIONS = (
     "--ssl-keyfile", "--ssl-certfile", "--allowed-origins", "--middleware", "--response-role",
     "--quantization-param-path", "--data-parallel-start-rank", "--data-parallel-address", "--data-parallel-rpc-port",
     "--data-parallel-backend", "--decode-context-parallel-size", "--api-server-count", "--all2all-backend",
-    "--eplb-config", "--expert-placement-strategy",
+    "--eplb-config", "--expert-placement-strategy", "--num-redundant-experts",
 )
 _FLAG_OPTIONS = (
     "--enforce-eager", "--enable-expert-parallel", "--trust-remote-code", "--enable-prefix-caching",
@@ -76,6 +77,9 @@ SETTINGS: Mapping[str, Setting] = {
     "dp": Setting(("--data-parallel-size",)),
     "dp_local": Setting(("--data-parallel-size-local",)),
     "dcp": Setting(("--decode-context-parallel-size",)),
+    "eplb": Setting(("--enable-eplb",)),
+    "eplb_config": Setting(("--eplb-config",)),
+    "redundant_experts": Setting(("--num-redundant-experts",)),
     "ep": Setting(("--enable-expert-parallel",)),
     "util": Setting(("--gpu-memory-utilization",)),
     "kv_dtype": Setting(("--kv-cache-dtype",)),
@@ -140,6 +144,27 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
         settings.put("model", argv.positionals[0], f"arg {how} <model>")
     read_settings(settings, SETTINGS, argv, env)
     return settings
+
+
+def redundant_experts(settings: Settings) -> int:
+    """Extra expert slots EPLB keeps (``--eplb-config '{"num_redundant_experts": N}'``, formerly
+    ``--num-redundant-experts``): each EP rank then holds (experts + N) / EP experts (vllm/config/parallel.py
+    EPLBConfig). 0 without ``--enable-eplb``."""
+    if not settings.flag("eplb"):
+        return 0
+    raw = settings.value("eplb_config")
+    value: object = settings.value("redundant_experts")
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and "num_redundant_experts" in parsed:
+            value = parsed["num_redundant_experts"]
+    try:
+        return max(0, int(str(value))) if value is not None else 0
+    except ValueError:
+        return 0
 
 
 def is_v1(version: Version | None, env_v1: str | None) -> bool:

@@ -126,6 +126,7 @@ class EstimateRequest:
     expert_split: int = 0
     attention_split: int = 0
     kv_split: int = 1  # ranks that share one sequence's KV (vLLM/SGLang decode context parallel)
+    redundant_experts: int = 0  # extra expert slots spread with the experts (vLLM EPLB)
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions).
@@ -271,6 +272,9 @@ def weights_per_gpu(req: EstimateRequest, total: float, spec: ModelSpec | None) 
     p = PRECISIONS[req.precision]
     per_param = p.bits / 8 if not p.gguf else total / req.params
     experts = spec.routed_expert_params() * scale * per_param if req.expert_split else 0.0
+    if experts and req.redundant_experts and spec.experts:
+        experts *= (spec.experts + req.redundant_experts) / spec.experts
+        total += experts * req.redundant_experts / (spec.experts + req.redundant_experts)
     attention = 0.0
     if req.attention_split:
         embed_bytes = 2.0 if p.quantized else per_param

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from webhook.advise.fit import COMMON_GPUS, common_kinds, plan, request_for, tp_sizes
 from webhook.cli.main import main
@@ -12,6 +13,7 @@ from webhook.config import Config
 from webhook.decide.verdict import judge
 from webhook.engines import estimate, max_context
 from webhook.engines.vllm import kv_pool
+from webhook.kube.manifests import load_nodes
 from webhook.models.catalog import builtin_catalog
 
 from .helpers import container, deployment, gpu_node
@@ -146,3 +148,45 @@ def test_documented_outputs_are_real_runs(capsys: pytest.CaptureFixture[str], mo
     for argv, shown in blocks:
         code, out, _ = run(capsys, *shlex.split(argv))
         assert code == 0 and out == shown, f"{doc}: `vramgate {argv}` prints something else now"
+
+
+DIST = ROOT / "tests" / "fixtures" / "distributed" / "nodes"
+
+
+def _lws(model: str, flags: str, per_pod: int, pods: int, image: str = "vllm/vllm-openai:latest") -> dict:
+    c = container("engine", per_pod, image=image, command=["sh", "-c", f"exec vllm serve {model} {flags}"])
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "big", "namespace": "ml"},
+            "spec": {"leaderWorkerTemplate": {"size": pods, "workerTemplate": {"spec": {"containers": [c]}}}}}
+
+
+@pytest.mark.parametrize("model, nodes, pods, layout", [
+    ("deepseek-ai/DeepSeek-R1", "h100x8", 2, "DP 16 × EP"),  # MoE: the wide-EP layout first
+    ("meta-llama/Llama-3.1-405B-Instruct", "h100x8", 2, "TP 8 × PP 2"),  # dense: TP in a node, PP across
+])
+def test_when_one_node_is_not_enough_fit_plans_over_several(capsys: pytest.CaptureFixture[str], model: str,
+                                                           nodes: str, pods: int, layout: str) -> None:
+    code, out, _ = run(capsys, "fit", "--model", model, "--context", "32768", "--nodes", str(DIST / f"{nodes}.yaml"),
+                       "-o", "json")
+    assert code == 0
+    [row] = json.loads(out)["gpus"]
+    assert row["fits"] and row["pods"] == pods and row["layout"] == layout and row["gpus"] == 8 * pods
+    assert f"(LeaderWorkerSet size {pods})" in row["flags"]
+    # What fit prints, deployed as an LWS of that size, is admitted on those nodes.
+    flags = row["flags"].split(" (LeaderWorkerSet")[0]
+    obj = _lws(model, flags, 8, pods)
+    snap = snapshot_from_nodes(load_nodes(DIST / f"{nodes}.yaml"), Config())
+    verdict = judge(obj, snap, Config(), builtin_catalog())
+    assert verdict.allowed, verdict.message
+    role = verdict.roles[-1].judgement if verdict.roles else verdict
+    # Admission prices the band without the GPU's size (fit sizes vLLM's batch defaults to it): close, not equal.
+    assert role.demand is not None and role.demand.per_gpu_mib == pytest.approx(row["per_gpu_mib"], rel=0.1)
+
+
+def test_a_layout_needs_as_many_nodes_as_the_inventory_has(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    one = tmp_path / "one-h100.yaml"
+    one.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        gpu_node("h", gpus=8, mem=81559, product="NVIDIA-H100-80GB-HBM3")]}))
+    code, out, _ = run(capsys, "fit", "--model", "meta-llama/Llama-3.1-405B-Instruct", "--context", "32768",
+                       "--nodes", str(one))
+    assert code == 0 and "LeaderWorkerSet" not in out and " no " in out

@@ -304,3 +304,13 @@ def test_eplb_redundant_experts_add_expert_slots_per_rank() -> None:
     extra = (spare.estimate.weights_mib - plain.estimate.weights_mib) / 1024  # type: ignore[union-attr]
     # 2 more experts per rank (288 / 16 vs 256 / 16), ~2.4 GiB each over 58 MoE layers ("2GB per redundant expert").
     assert 4.0 < extra < 5.5
+
+
+def test_a_rejection_names_the_nodes_a_spanning_layout_would_take() -> None:
+    args = ["vllm", "serve", "deepseek-ai/DeepSeek-R1", "--tensor-parallel-size", "8", "--max-model-len", "32768"]
+    obj = deployment(container(gpus=8, image="vllm/vllm-openai:v0.11.0", command=args))
+    snap = snapshot_from_nodes(load_nodes(NODES / "a100-80x8.yaml"), CFG)
+    verdict = judge(obj, snap, CFG, CAT)
+    assert not verdict.allowed
+    assert ("span 2 nodes of 8 × NVIDIA-A100-SXM4-80GB (DP 16 × EP: a LeaderWorkerSet of size 2, "
+            "--data-parallel-size 16 --data-parallel-size-local 8 --enable-expert-parallel)") in verdict.message

@@ -21,6 +21,7 @@ from ..config import Config
 from ..decide.demand import default_util as default_utilization
 from ..engines import estimate, max_context, parse_version, suggest
 from ..engines import vllm as vllm_engine
+from ..engines.parallel import spanning_layouts
 from ..models.catalog import Catalog, ModelSpec
 from ..models.vram import EstimateRequest
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
@@ -35,6 +36,9 @@ COMMON_GPUS_PER_NODE = 8
 SERVING_ENGINES = ("vllm", "sglang", "tgi", "llama.cpp", "ollama", "nim")
 # Engines that split a model over GPUs by tensor parallelism; llama.cpp and Ollama split by layers.
 _TP_ENGINES = frozenset({"vllm", "sglang", "tgi", "nim"})
+# Engines that span pods (a LeaderWorkerSet group), and how many nodes the built-in list lets a plan take.
+_MULTI_NODE_ENGINES = frozenset({"vllm", "sglang"})
+MULTI_NODE_MAX = 8
 
 
 @dataclass(frozen=True)
@@ -65,13 +69,16 @@ class KindFit:
     kv_pool_gib: float | None
     flags: str
     reason: str
+    pods: int = 1  # pods (nodes) one instance spans: a LeaderWorkerSet of this size when > 1
+    layout: str = ""  # "TP 8 × PP 2", "DP 16 × EP": how the model is split when it spans pods
 
     def as_dict(self) -> dict[str, Any]:
         k = self.kind
         return {
             "product": k.product, "vram_mib": k.vram_mib, "source": k.source, "nodes": k.nodes,
             "gpus_in_inventory": k.gpus, "free_gpus": k.free, "max_gpus_per_node": k.max_per_node,
-            "health": k.health, "fits": self.fits, "gpus": self.gpus, "per_gpu_mib": self.per_gpu_mib,
+            "health": k.health, "fits": self.fits, "gpus": self.gpus, "pods": self.pods, "layout": self.layout,
+            "per_gpu_mib": self.per_gpu_mib,
             "usable_mib": round(self.usable_mib), "max_context": self.max_context,
             "concurrency": None if self.concurrency is None else round(self.concurrency, 2),
             "kv_pool_gib": None if self.kv_pool_gib is None else round(self.kv_pool_gib, 2),
@@ -176,6 +183,9 @@ def fit_kind(req: EstimateRequest, kind: GPUKind, utilization: float) -> KindFit
             return KindFit(kind, True, g, need, usable, ctx_max, conc, pool, _flags(engine, g, req.context),
                            f"fits on {g} GPU{'s' if g > 1 else ''}")
     most = sizes[-1]
+    spanning = _multi_node(req, base, kind, most, usable, utilization)
+    if spanning is not None:
+        return spanning
     at = base.but(gpus=most)
     need = estimate(at).per_gpu_mib
     ctx_max = max_context(at, usable)
@@ -189,6 +199,30 @@ def fit_kind(req: EstimateRequest, kind: GPUKind, utilization: float) -> KindFit
         reason = (f"needs {estimate(at.but(context=1)).per_gpu_mib / 1024:.1f} GiB per GPU on {on} "
                   f"before any KV cache; {usable / 1024:.1f} GiB usable")
     return KindFit(kind, False, None, need, usable, ctx_max, None, None, "", reason)
+
+
+def _multi_node(req: EstimateRequest, base: EstimateRequest, kind: GPUKind, per_node: int, usable: float,
+                utilization: float) -> KindFit | None:
+    """The fewest pods of ``kind`` one instance fits on, when one node is not enough (vLLM, SGLang)."""
+    engine = req.engine or "vllm"
+    if engine not in _MULTI_NODE_ENGINES or per_node < 1:
+        return None
+    limit = kind.nodes if kind.nodes else MULTI_NODE_MAX
+    for pods in range(2, limit + 1):
+        spec = req.spec
+        for layout, fields, flags in spanning_layouts(engine, bool(spec and spec.is_moe), spec.heads if spec else None,
+                                                      per_node, pods):
+            at = base.but(**fields)
+            need = estimate(at).per_gpu_mib
+            if need > usable:
+                continue
+            ctx_max = max_context(at.but(context=max(req.context, spec.context if spec else req.context)), usable)
+            pool, conc = _concurrency(at, spec, kind.vram_mib, utilization)
+            ctx = suggest(engine, "context", req.context)
+            return KindFit(kind, True, per_node * pods, need, usable, ctx_max, conc, pool,
+                           f"{flags}{' ' + ctx if ctx else ''} (LeaderWorkerSet size {pods})",
+                           f"fits on {pods} nodes × {per_node} GPUs ({layout})", pods=pods, layout=layout)
+    return None
 
 
 def plan(req: EstimateRequest, kinds: Sequence[GPUKind], utilization: float, model: str, inventory: str) -> Plan:
@@ -214,7 +248,7 @@ def render_table(p: Plan) -> str:
         rows.append((
             k.product, f"{k.vram_mib / 1024:.1f}Gi", str(k.nodes) if k.nodes else "-",
             "yes" if r.fits else "no",
-            str(r.gpus) if r.gpus else "-",
+            (f"{r.gpus} ({r.pods}×{r.gpus // r.pods})" if r.pods > 1 else str(r.gpus)) if r.gpus else "-",
             f"{_gib(r.per_gpu_mib)}Gi" if r.per_gpu_mib is not None else "-",
             str(r.max_context) if r.max_context else "-",
             f"{r.concurrency:.1f}" if r.concurrency is not None else "-",

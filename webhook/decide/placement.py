@@ -12,6 +12,7 @@ from ..cluster.inventory import NodeGPUs, vram_missing
 from ..config import PlacementMode
 from ..engines import estimate as run_estimate
 from ..engines import max_context, suggest
+from ..engines.parallel import spanning_layouts
 from ..models.vram import EstimateRequest, round_context
 from ..units.cuda import CudaVersion, format_cuda, min_driver_major
 from ..units.precision import DOWNGRADES, PRECISIONS
@@ -387,6 +388,28 @@ def _fewest_gpus(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> tu
     return None
 
 
+def _spanning(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> Suggestion | None:
+    """When no node holds the model: the fewest nodes of the largest GPU kind one instance would span."""
+    engine = req.engine or ""
+    known = [n for n in nodes if n.is_gpu_node and n.vram_mib > 0 and n.capacity > 0]
+    if engine not in ("vllm", "sglang") or not known or req.workload != "inference":
+        return None
+    vram = max(n.vram_mib for n in known)
+    kind = [n for n in known if n.vram_mib == vram]
+    per_node = max(n.capacity for n in kind)
+    kind = [n for n in kind if n.capacity == per_node]
+    spec = req.spec
+    for pods in range(2, len(kind) + 1):
+        for layout, fields, flags in spanning_layouts(engine, bool(spec and spec.is_moe), spec.heads if spec else None,
+                                                      per_node, pods):
+            alt = run_estimate(req.but(**fields))
+            if alt.per_gpu_mib <= vram * util:
+                product = kind[0].product or kind[0].name
+                return Suggestion(f"span {pods} nodes of {per_node} × {product} ({layout}: a LeaderWorkerSet of size "
+                                  f"{pods}, {flags}) → {_gib(alt.per_gpu_mib)} GiB per GPU")
+    return None
+
+
 @dataclass(frozen=True)
 class Change:
     """One semantic change a suggestion makes: ``what`` is one of CHANGE_KINDS, ``value`` its new value.
@@ -448,6 +471,8 @@ def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
         tp = suggest(engine, "tp", g)
         tips.append(Suggestion(f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else ", tensor parallel")
                                + f") → {_gib(alt_mib)} GiB per GPU on {host}", (Change("gpus", g),)))
+    elif (spanning := _spanning(req, nodes, util)) is not None:
+        tips.append(spanning)
     if req.workload == "inference" and est.kv_cache_mib > 0:
         if req.kv_cache_dtype is None and suggest(engine, "kv_fp8") and PRECISIONS[req.precision].bits >= 8:
             alt = run_estimate(req.but(kv_cache_dtype="fp8"))

@@ -107,3 +107,24 @@ def sglang_layout(tp: int, pp: int, dp: int | None, dp_attention: bool, ep_size:
     return Layout(tp=tp, pp=pp, dp=dp, ep=bool(ep_size and ep_size > 1), dp_attention=dp_attention and dp > 1,
                   dcp=max(dcp or 1, 1), rank_gpus=rank, attention_split=attention_split,
                   warnings=tuple(warnings), sources=tuple(sources))
+
+
+def spanning_layouts(engine: str, moe: bool, heads: int | None, per_node: int, pods: int
+                     ) -> list[tuple[str, dict[str, int], str]]:
+    """(layout, estimate fields, launch flags) that spread one instance over ``pods`` pods of ``per_node`` GPUs.
+
+    vLLM: DP × EP for a MoE model (experts over every GPU, attention per rank: what the wide-EP guides run),
+    then TP inside a node × PP across nodes. SGLang: TP over every GPU (``--nnodes``), where TP divides the
+    attention heads (or the model is MoE, whose experts split regardless). The rules above.
+    """
+    total = per_node * pods
+    out: list[tuple[str, dict[str, int], str]] = []
+    if engine == "vllm":
+        if moe:
+            out.append((f"DP {total} × EP", {"gpus": 1, "pipeline": 1, "expert_split": total},
+                        f"--data-parallel-size {total} --data-parallel-size-local {per_node} --enable-expert-parallel"))
+        out.append((f"TP {per_node} × PP {pods}", {"gpus": total, "pipeline": pods},
+                    f"--tensor-parallel-size {per_node} --pipeline-parallel-size {pods}"))
+    elif engine == "sglang" and (moe or not heads or heads % total == 0):
+        out.append((f"TP {total} over {pods} nodes", {"gpus": total, "pipeline": 1}, f"--tp {total} --nnodes {pods}"))
+    return out

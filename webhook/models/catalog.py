@@ -98,6 +98,40 @@ class ModelSpec:
             return 0.0
         return min(self.params, _moe_layer_count(self) * self.experts * _expert_params(self))
 
+    def stage_shares(self, stages: int) -> list[float]:
+        """Each pipeline stage's share of the parameters, layers split as vLLM splits them.
+
+        vllm/distributed/utils.py ``get_pp_indices``: ``layers // stages`` each, the remainder one more each on the
+        stages before the last (from the second-to-last backwards); the embedding on the first stage, the LM head
+        on the last. Dense layers come first (``first_dense_layers``), so the stages differ in weight.
+        """
+        if stages <= 1 or (self.intermediate_size is None and self.moe_intermediate_size is None):
+            return [1.0]
+        per = [self.layers // stages] * stages
+        for i in range(2, self.layers % stages + 2):
+            per[-min(i, stages)] += 1
+        dense = self.layers - _moe_layer_count(self)
+        attention = _attention_params(self)
+        dense_mlp = _mlp_params(self.hidden_size, self.intermediate_size or 0, self.mlp)
+        moe = 0.0
+        if self.experts:
+            shared_size = (self.shared_expert_intermediate_size or self.moe_intermediate_size
+                           or self.intermediate_size or 0)
+            moe = (self.experts * _expert_params(self)
+                   + (self.shared_experts or 0) * _mlp_params(self.hidden_size, shared_size, self.mlp)
+                   + self.hidden_size * self.experts)
+        vocab = float(self.vocab_size * self.hidden_size)
+        out: list[float] = []
+        layer = 0
+        for stage, count in enumerate(per):
+            total = sum(attention + (dense_mlp if i < dense else moe) for i in range(layer, layer + count))
+            layer += count
+            total += vocab if stage == 0 else 0.0
+            total += vocab if stage == stages - 1 else 0.0
+            out.append(total)
+        whole = sum(out)
+        return [s / whole for s in out] if whole else [1.0 / stages] * stages
+
     def attention_params(self) -> float:
         """Parameters of every attention block (Q, K, V, O, or MLA's low-rank form): what DP attention replicates."""
         return min(self.params, self.cache_layers * _attention_params(self))

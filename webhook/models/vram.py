@@ -266,6 +266,10 @@ def weights_per_gpu(req: EstimateRequest, total: float, spec: ModelSpec | None) 
     quantized checkpoint keeps them so. The rest (dense MLPs, shared experts, norms) stays over ``gpus``.
     """
     g = max(req.gpus, 1)
+    if spec is not None and req.pipeline > 1 and not (req.expert_split or req.attention_split):
+        # Pipeline stages are not equal (dense layers first, the embedding and the head at the ends):
+        # every GPU must hold the heaviest stage's share.
+        return total * max(spec.stage_shares(req.pipeline)) / max(1, g // req.pipeline)
     if spec is None or not (req.expert_split or req.attention_split) or not req.params:
         return total / g
     scale = req.params / spec.params if spec.params else 1.0

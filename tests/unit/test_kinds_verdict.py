@@ -156,6 +156,9 @@ def test_check_prints_one_line_per_role_and_reads_runtimes_from_the_files(tmp_pa
     code = main(["check", "-f", str(manifests), "--nodes", str(nodes)])
     out = capsys.readouterr().out.splitlines()
     assert code == 1
+    assert out[0] == ("SKIP    servingruntime/vllm-rt: kind ServingRuntime: a runtime or template the workloads "
+                      "refer to, judged with them")
+    out = out[1:]
     # The runtime in the same file supplies the model (70B): no fallback warning.
     assert out[0].startswith("REJECT  inferenceservice/big (predictor): needs ") and "not visible" not in "\n".join(out)
     lines = [line for line in out if not line.startswith("  ")]

@@ -20,8 +20,8 @@ from ..config import Config, ConfigError, load_config
 from ..decide.verdict import judge
 from ..engines import ENGINES, estimate
 from ..engines.base import parse_version
-from ..kinds import Runtimes
-from ..kube.manifests import ManifestError, load_file, load_inventory
+from ..kinds import Runtimes, nothing_to_judge
+from ..kube.manifests import ManifestError, load_inventory
 from ..models.catalog import (
     Catalog,
     ConfigImportError,
@@ -74,6 +74,8 @@ def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
 
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:
+    from .report import read_documents
+
     catalog = _catalog(config)
     if (args.dry_run or args.suggestion != 1) and not args.fix:
         raise UsageError("--suggestion and --dry-run go with --fix")
@@ -85,12 +87,15 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
         if args.suggestion < 1:
             raise UsageError("--suggestion: use 1 for the first fix, 2 for the second …")
         for path in args.file:
-            load_file(path)  # bad input first (exit 2), as below
+            read_documents(path)  # an unreadable file first (exit 2); a broken document is reported beside the rest
         return run_check(args.file, args.output, _snapshot(args, config), config, catalog, fix=args.fix,
                          suggestion=args.suggestion, dry_run=args.dry_run)
     objects: list[dict[str, Any]] = []
+    problems: list[str] = []
     for path in args.file:
-        objects.extend(load_file(path))
+        found, bad = read_documents(path)
+        objects.extend(loc.obj for loc in found)
+        problems.extend(bad)
     snapshot = _snapshot(args, config)
     # ResourceClaimTemplates and ResourceClaims in the same files are what their pods' claims refer to.
     snapshot = replace(snapshot, dra=dra_view(objects, config.labels.dra_drivers, snapshot.dra))
@@ -99,9 +104,11 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
     rejected = False
     for obj in objects:
         result = judge(obj, snapshot, config, catalog, runtimes=runtimes)
-        if result.view is None and result.code == "not-a-workload":
-            continue
         meta = obj.get("metadata") or {}
+        if result.view is None and result.code == "not-a-workload":
+            name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+            print(f"SKIP    {str(obj.get('kind', '?')).lower()}/{name}: {nothing_to_judge(obj)}")
+            continue
         name = result.view.ref if result.view else f"{str(obj.get('kind', '?')).lower()}/{meta.get('name', '?')}"
         lines = [(r.judgement, r.role.view.ref) for r in result.roles] or [(result, name)]
         for judgement, ref in lines:
@@ -119,6 +126,10 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
                         print(f"  engine: {note}")
         for warning in result.warnings:
             print(f"  warning: {warning}")
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if problems:
+        return EXIT_BAD_INPUT  # after the verdicts of every readable document
     return EXIT_REJECTED if rejected else EXIT_OK
 
 

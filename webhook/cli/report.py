@@ -9,6 +9,7 @@ The JSON and YAML shape is published as a JSON Schema in docs/check-output.schem
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from ..advise.fixes import Fix, fixes_for, rejudger
 from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..decide.verdict import Judgement, judge
-from ..kinds import Runtimes
+from ..kinds import Runtimes, nothing_to_judge
 from ..kube.manifests import ManifestError, flatten
 from ..models.catalog import Catalog
 
@@ -47,37 +48,87 @@ class Located:
 
 
 def load_located(path: str | Path) -> list[Located]:
-    """Objects of a manifest file with the line each starts on (``List`` kinds flattened, as ``check`` reads)."""
+    """Objects of a manifest file with the line each starts on (``List`` kinds flattened, as ``check`` reads).
+
+    Raises ManifestError when the file, or any document in it, cannot be read.
+    """
+    located, problems = read_documents(path)
+    if problems:
+        raise ManifestError(problems[0])
+    return located
+
+
+def read_documents(path: str | Path) -> tuple[list[Located], list[str]]:
+    """Every readable object of a manifest file, and one ``file:line:column: …`` line per unreadable document.
+
+    A broken document (a ``{{HF_TOKEN}}`` placeholder Secret at the end of a published file) costs only itself:
+    the file is first read whole, as YAML reads it; when that fails, document by document.
+    """
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{path}: {exc.strerror or exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from exc
     name = str(path)
-    out: list[Located] = []
     try:
         if text.lstrip().startswith(("{", "[")):
-            data = json.loads(text)
-            for obj in flatten(data):
-                out.append(Located(name, 0, None, 1, obj))
-            return out
+            return [Located(name, 0, None, 1, obj) for obj in flatten(json.loads(text))], []
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
         docs = list(yaml.safe_load_all(text))
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"{path}: not valid YAML or JSON: {str(exc).splitlines()[0]}") from exc
+    except json.JSONDecodeError as exc:
+        return [], [f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"]
+    except yaml.YAMLError:
+        return _documents_one_by_one(name, text)
+    out: list[Located] = []
+    problems: list[str] = []
     for i, (node, doc) in enumerate(zip(nodes, docs, strict=False)):
-        if doc is None:
+        _locate(name, i, node, doc, 0, out, problems)
+    return out, problems
+
+
+_DOCUMENT_START = re.compile(r"^---(?:[ \t].*)?$", re.MULTILINE)
+
+
+def _documents_one_by_one(name: str, text: str) -> tuple[list[Located], list[str]]:
+    starts = [0, *(m.start() for m in _DOCUMENT_START.finditer(text) if m.start() > 0)]
+    out: list[Located] = []
+    problems: list[str] = []
+    index = 0
+    for begin, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        chunk = text[begin:end]
+        offset = text.count("\n", 0, begin)
+        if not any(line.strip() and not line.lstrip().startswith(("#", "---")) for line in chunk.splitlines()):
+            continue  # comments or an empty marker: no document
+        try:
+            node = yaml.compose(chunk, Loader=yaml.SafeLoader)
+            doc = yaml.safe_load(chunk)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+            where = f"{offset + mark.line + 1}:{mark.column + 1}" if mark is not None else f"{offset + 1}:1"
+            reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            problems.append(f"{name}:{where}: document {index} is not valid YAML ({reason}); the others are judged")
+            index += 1
             continue
+        _locate(name, index, node, doc, offset, out, problems)
+        index += 1
+    return out, problems
+
+
+def _locate(name: str, i: int, node: Any, doc: Any, offset: int, out: list[Located], problems: list[str]) -> None:
+    if doc is None or node is None:
+        return
+    try:
         kind = doc.get("kind") if isinstance(doc, dict) else None
         if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
             items_node = next((v for k, v in node.value if getattr(k, "value", None) == "items"), None)
             for j, item in enumerate(doc["items"]):
                 line = items_node.value[j].start_mark.line + 1 if items_node is not None else node.start_mark.line + 1
                 for obj in flatten(item):
-                    out.append(Located(name, i, j, line, obj))
-            continue
+                    out.append(Located(name, i, j, offset + line, obj))
+            return
         for obj in flatten(doc):
-            out.append(Located(name, i, None, node.start_mark.line + 1, obj))
-    return out
+            out.append(Located(name, i, None, offset + node.start_mark.line + 1, obj))
+    except ManifestError as exc:
+        problems.append(f"{name}:{offset + node.start_mark.line + 1}:1: document {i}: {exc}")
 
 
 @dataclass
@@ -101,6 +152,7 @@ class Result:
     sources: dict[str, str] = field(default_factory=dict)
     fixes: list[Fix] = field(default_factory=list)
     summary: str = ""
+    skipped: bool = False  # a document with nothing to judge (the text output names it; the others leave it out)
 
     @property
     def verdict(self) -> str:
@@ -137,23 +189,40 @@ def _estimate(j: Judgement) -> dict[str, Any] | None:
 
 def collect(
     files: Sequence[str], snapshot: Snapshot, config: Config, catalog: Catalog, *, with_fixes: bool = True,
+    with_skipped: bool = False, problems: list[str] | None = None,
 ) -> list[Result]:
-    """Judge every workload in ``files``; rejections carry their checked fixes."""
+    """Judge every workload in ``files``; rejections carry their checked fixes.
+
+    ``with_skipped`` adds a result for every object with nothing to judge; ``problems``, when given, receives
+    one line per unreadable document instead of the first one raising ManifestError.
+    """
     located: list[Located] = []
     for path in files:
-        located.extend(load_located(path))
+        if problems is None:
+            located.extend(load_located(path))
+        else:
+            found, bad = read_documents(path)
+            located.extend(found)
+            problems.extend(bad)
     runtimes = Runtimes.of([loc.obj for loc in located])
     again = rejudger(snapshot, config, catalog, runtimes)
     results: list[Result] = []
     for loc in located:
         obj = loc.obj
         whole = judge(obj, snapshot, config, catalog, runtimes=runtimes)
-        if whole.view is None and whole.code == "not-a-workload":
-            continue
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         kind = str(obj.get("kind", "?"))
         name = str(meta.get("name", "?")) if meta else "?"
         namespace = meta.get("namespace") if meta and isinstance(meta.get("namespace"), str) else None
+        if whole.view is None and whole.code == "not-a-workload":
+            if with_skipped:
+                ref = f"{kind.lower()}/{name}"
+                results.append(Result(
+                    file=loc.file, document=loc.document, item=loc.item, line=loc.line, kind=kind,
+                    namespace=namespace, name=name, role=None, ref=ref, allowed=True, code="not-a-workload",
+                    message="", warnings=list(whole.warnings), skipped=True,
+                    summary=nothing_to_judge(obj)))
+            continue
         parts: list[tuple[Judgement, str, str | None, int | None]]
         if whole.roles:
             parts = [(r.judgement, r.role.view.ref, r.role.name or None, i) for i, r in enumerate(whole.roles)]
@@ -289,7 +358,9 @@ def to_text(results: Sequence[Result]) -> str:
     """The default output: ADMIT/REJECT lines as `vramgate check` always printed them."""
     lines: list[str] = []
     for r in results:
-        if r.allowed:
+        if r.skipped:
+            lines.append(f"SKIP    {r.ref}: {r.summary}")
+        elif r.allowed:
             lines.append(f"ADMIT   {r.ref}: {r.summary}")
         else:
             lines.append(f"REJECT  {r.message}")
@@ -298,6 +369,8 @@ def to_text(results: Sequence[Result]) -> str:
 
 
 def render(results: Sequence[Result], output: str) -> str:
+    if output != "text":
+        results = [r for r in results if not r.skipped]  # their schemas count workloads only
     if output == "json":
         return to_json(results)
     if output == "yaml":
@@ -316,11 +389,14 @@ def run_check(files: Sequence[str], output: str, snapshot: Snapshot, config: Con
 
     from ..advise.fixes import Edit, rewrite, unified
 
-    results = collect(files, snapshot, config, catalog)
+    problems: list[str] = []
+    results = collect(files, snapshot, config, catalog, with_skipped=True, problems=problems)
     rejected = any(not r.allowed for r in results)
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
     if not fix:
         sys.stdout.write(render(results, output))
-        return 1 if rejected else 0
+        return 2 if problems else 1 if rejected else 0
     edits: dict[str, list[Edit]] = {}
     missing: list[str] = []
     for r in results:

@@ -8,7 +8,7 @@ from typing import Any
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, matching, pod_claims
 from ..cluster.snapshot import Snapshot
 from ..config import Config, Enforcement
-from ..kinds import POD_KINDS, Context, PodView, Role, RoleSet, Runtimes, WorkloadError, pod_view, roles
+from ..kinds import POD_KINDS, Context, PodView, Role, RoleSet, Runtimes, WorkloadError, is_builtin, pod_view, roles
 from ..models.catalog import Catalog
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import DeclarationError, Demand, read_demand
@@ -97,7 +97,7 @@ def judge(
     kind = obj.get("kind")
     if kind in (TEMPLATE_KIND, CLAIM_KIND):
         return _judge_claim(obj, snapshot, config, catalog, namespace, enforcement)
-    if isinstance(kind, str) and kind in POD_KINDS:  # the hot path: one pod template, judged as it always was
+    if isinstance(kind, str) and kind in POD_KINDS and is_builtin(obj):  # the hot path: one pod template
         try:
             view = pod_view(obj, namespace)
         except WorkloadError as exc:

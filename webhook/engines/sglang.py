@@ -69,7 +69,8 @@ SETTINGS: Mapping[str, Setting] = {
 
 def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
     """SGLang's settings from a container, or None when it does not run SGLang."""
-    i = find_command(commands, ("sglang",), ("sglang.launch_server",))
+    # NVIDIA Dynamo's SGLang worker (`python3 -m dynamo.sglang`) takes SGLang's server args.
+    i = find_command(commands, ("sglang",), ("sglang.launch_server", "dynamo.sglang"))
     if i is None:
         return None
     words = list(commands[i].words)
@@ -77,7 +78,7 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
         words = words[2:] if len(words) > 1 and words[1] == "serve" else words[1:]
     else:
         words = words[words.index("-m") + 2 :]
-    version = version_of(image, IMAGE_REPOS)
+    version = None if "dynamo" in image.lower() else version_of(image, IMAGE_REPOS)
     settings = Settings(NAME, version, f"image {image}" if version else "newest known")
     return read_settings(settings, SETTINGS, parse_argv(words, OPTIONS), env)
 

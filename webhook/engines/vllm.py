@@ -91,7 +91,8 @@ SETTINGS: Mapping[str, Setting] = {
     "mm_limit": Setting(("--limit-mm-per-prompt",)),
     "use_v1": Setting((), ("VLLM_USE_V1",)),
 }
-_MODULES = ("vllm.entrypoints",)
+# NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm`) takes vLLM's engine args.
+_MODULES = ("vllm.entrypoints", "dynamo.vllm")
 # KServe's Hugging Face runtime: `python -m huggingfaceserver --model_id … [vLLM engine args]`; it serves
 # with vLLM unless `--backend huggingface` says otherwise.
 _HF_SERVER = "huggingfaceserver"
@@ -133,7 +134,8 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
         return None
     words, how = found
     argv = parse_argv(words, OPTIONS)
-    version = version_of(image, IMAGE_REPOS)
+    # Dynamo's runtime images (ai-dynamo/vllm-runtime:0.4.0) carry Dynamo's version, not vLLM's.
+    version = None if "dynamo" in image.lower() else version_of(image, IMAGE_REPOS)
     settings = Settings(NAME, version, f"image {image}" if version else "newest known")
     if how == _HF_SERVER:
         backend = (argv.get("--backend") or "vllm").lower()

@@ -18,6 +18,19 @@ TEMPLATE_PATHS: dict[str, tuple[str, ...] | None] = {
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
 POD_KINDS = frozenset(TEMPLATE_PATHS)
+# API groups of those kinds ("" is core v1). A `Job` of batch.volcano.sh is not a batch/v1 Job.
+BUILTIN_GROUPS = frozenset({"", "apps", "batch", "extensions"})
+
+
+def api_group(obj: dict[str, Any]) -> str:
+    """The API group of an object's ``apiVersion`` (``""`` for core ``v1`` and when there is none)."""
+    api = obj.get("apiVersion")
+    return api.rpartition("/")[0] if isinstance(api, str) else ""
+
+
+def is_builtin(obj: dict[str, Any]) -> bool:
+    """Whether the object is one of Kubernetes' own pod-carrying kinds (kind and API group both)."""
+    return obj.get("kind") in TEMPLATE_PATHS and api_group(obj) in BUILTIN_GROUPS
 
 
 def pod_view(obj: Any, namespace: str | None = None) -> PodView | None:
@@ -25,7 +38,7 @@ def pod_view(obj: Any, namespace: str | None = None) -> PodView | None:
     if not isinstance(obj, dict):
         raise WorkloadError("object must be a mapping")
     kind = obj.get("kind")
-    if not isinstance(kind, str) or kind not in TEMPLATE_PATHS:
+    if not isinstance(kind, str) or kind not in TEMPLATE_PATHS or api_group(obj) not in BUILTIN_GROUPS:
         return None
     name, ns, meta = identity(obj, namespace)
     path = TEMPLATE_PATHS[kind]

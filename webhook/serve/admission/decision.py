@@ -14,7 +14,7 @@ from ...config import Config, Enforcement
 from ...decide.mutation import OUTPUT_ANNOTATIONS, mutation
 from ...decide.placement import Need
 from ...decide.verdict import Judgement, judge
-from ...kinds import CUSTOM_KINDS, TEMPLATE_PATHS, WorkloadError, pod_view
+from ...kinds import CUSTOM_KINDS, TEMPLATE_PATHS, WorkloadError, is_builtin, pod_view
 from ...models.catalog import Catalog
 from ...units.declaration import ANNOTATION_PREFIX
 from ..answers import Answer, Cached
@@ -76,7 +76,7 @@ def declaration_changed(obj: dict[str, Any], old: dict[str, Any] | None) -> bool
     """Whether an UPDATE touches what admission judges: the pod spec or the ``vramgate.io/*`` declaration."""
     if not isinstance(old, dict):
         return True
-    if str(obj.get("kind")) in CUSTOM_KINDS:
+    if str(obj.get("kind")) in CUSTOM_KINDS or not is_builtin(obj):
         # Roles come from the whole spec (sizes, parallelism, serveConfigV2 …) and the object's declaration.
         return obj.get("spec") != old.get("spec") or _declaration(*_meta_maps(obj)) != _declaration(*_meta_maps(old))
     try:

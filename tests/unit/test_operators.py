@@ -1,0 +1,145 @@
+"""Operators' kinds: Volcano Jobs by API group, NVIDIA Dynamo services, any other kind read generically, and
+`check` that says something about every document, broken ones included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.cli.main import main
+from webhook.cli.report import read_documents
+from webhook.kinds import is_builtin, pod_view, roles
+
+from .helpers import gpu_node
+
+LLAMA8 = ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"]
+LLAMA70 = ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192"]
+
+
+def gpu_container(command: list[str], gpus: int = 1, image: str = "vllm/vllm-openai:v0.11.0") -> dict[str, Any]:
+    return {"name": "engine", "image": image, "command": command, "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+
+
+def volcano_job(command: list[str]) -> dict[str, Any]:
+    # volcano-sh/apis pkg/apis/batch/v1alpha1/job.go: spec.tasks[].{name, replicas, template}
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "vc", "namespace": "ml"},
+            "spec": {"minAvailable": 3, "schedulerName": "volcano", "tasks": [
+                {"name": "server", "replicas": 1, "template": {"spec": {"containers": [gpu_container(command)]}}},
+                {"name": "client", "replicas": 2, "template": {"spec": {"containers": [
+                    {"name": "c", "image": "busybox"}]}}}]}}
+
+
+def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, docs: list[Any] | str,
+        nodes: list[dict[str, Any]] | None = None) -> tuple[int, str, str]:
+    path = tmp_path / "manifests.yaml"
+    path.write_text(docs if isinstance(docs, str) else yaml.safe_dump_all(docs, sort_keys=False))
+    inventory = tmp_path / "nodes.yaml"
+    inventory.write_text(yaml.safe_dump_all(nodes or [gpu_node("l4-0", gpus=4, mem=23034, product="NVIDIA-L4")]))
+    code = main(["check", "-f", str(path), "--nodes", str(inventory)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_volcano_job_is_not_a_batch_job() -> None:
+    obj = volcano_job(LLAMA8)
+    assert not is_builtin(obj) and pod_view(obj) is None
+    found = roles(obj)
+    assert found is not None and [(r.name, r.replicas) for r in found.roles] == [("server", 1), ("client", 2)]
+
+
+def test_a_volcano_job_is_judged_per_task_not_rejected_as_malformed(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    # Before: "Job has no spec.template" — a working Volcano Job rejected as a malformed batch/v1 Job.
+    code, out, _ = run(capsys, tmp_path, [volcano_job(LLAMA8)])
+    assert code == 0, out
+    assert out.startswith("ADMIT   job/vc (server): ") and "ADMIT   job/vc (client): no GPU requested" in out
+    code, out, _ = run(capsys, tmp_path, [volcano_job(LLAMA70)])
+    assert code == 1 and out.startswith("REJECT  job/vc (server): needs "), out
+
+
+def test_a_batch_job_is_still_a_batch_job() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+           "spec": {"template": {"spec": {"containers": [gpu_container(LLAMA8)]}}}}
+    assert is_builtin(job) and pod_view(job) is not None
+    assert is_builtin({"kind": "Pod"})  # no apiVersion: as kubectl's own examples are read
+
+
+def test_dynamo_services_are_roles_with_the_operators_gpu_field(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:
+    # ai-dynamo/dynamo deploy/cloud/operator/api/v1alpha1: services.<name>.{replicas, resources.limits.gpu,
+    # extraPodSpec.mainContainer, multinode.nodeCount}
+    dgd = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment",
+           "metadata": {"name": "agg", "namespace": "ml"},
+           "spec": {"services": {
+               "Frontend": {"componentType": "frontend", "replicas": 1, "extraPodSpec": {"mainContainer": {
+                   "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0", "command": ["python3", "-m",
+                                                                                   "dynamo.frontend"]}}},
+               "VllmDecodeWorker": {"replicas": 2, "resources": {"limits": {"gpu": "4"}},
+                                    "multinode": {"nodeCount": 2},
+                                    "extraPodSpec": {"mainContainer": {
+                                        "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0",
+                                        "command": ["python3", "-m", "dynamo.vllm", "--model",
+                                                    "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size",
+                                                    "8", "--max-model-len", "8192"]}}}}}}
+    found = roles(dgd)
+    assert found is not None
+    worker = next(r for r in found.roles if r.name == "VllmDecodeWorker")
+    assert worker.group_size == 2 and worker.replicas == 4
+    assert worker.view.spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    code, out, _ = run(capsys, tmp_path, [dgd], [gpu_node(f"l4-{i}", gpus=4, mem=23034, product="NVIDIA-L4")
+                                                 for i in range(2)])
+    # TP 8 over the two pods of four L4s (multinode.nodeCount 2): 70B bf16 is ~16.4 GiB of weights a GPU.
+    assert code == 0, out
+    assert out.startswith("ADMIT   dynamographdeployment/agg (Frontend): no GPU requested")
+    assert "ADMIT   dynamographdeployment/agg (VllmDecodeWorker): " in out and "on each of 8 GPUs on vllm newest" in out
+    assert "vllm 0.4.0" not in out  # the runtime image's tag is Dynamo's version, not vLLM's
+
+
+def test_an_unknown_kind_with_pod_templates_is_read_generically_and_says_so(capsys: pytest.CaptureFixture[str],
+                                                                              tmp_path: Path) -> None:
+    rbg = {"apiVersion": "workloads.x-k8s.io/v1alpha1", "kind": "RoleBasedGroup",
+           "metadata": {"name": "rbg", "namespace": "ml"},
+           "spec": {"roles": [
+               {"name": "prefill", "replicas": 2, "template": {"spec": {"containers": [gpu_container(LLAMA70)]}}},
+               {"name": "router", "replicas": 1, "template": {"spec": {"containers": [
+                   {"name": "r", "image": "router"}]}}}]}}
+    code, out, _ = run(capsys, tmp_path, [rbg])
+    assert code == 1
+    assert out.startswith("REJECT  rolebasedgroup/rbg (prefill): needs ")
+    assert ("rolebasedgroup/rbg (prefill): RoleBasedGroup (workloads.x-k8s.io/v1alpha1) is read generically: "
+            "the pod spec at spec.roles[prefill].template.spec") in out
+    assert "ADMIT   rolebasedgroup/rbg (router): no GPU requested" in out
+
+
+def test_runtime_and_template_kinds_are_not_read_generically() -> None:
+    config = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "LLMInferenceServiceConfig",
+              "metadata": {"name": "defaults"}, "spec": {"template": {"containers": [gpu_container(LLAMA70)]}}}
+    assert roles(config) is None
+
+
+def test_every_document_gets_a_line_and_a_broken_one_costs_only_itself(capsys: pytest.CaptureFixture[str],
+                                                                        tmp_path: Path) -> None:
+    pod = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [gpu_container(LLAMA8)]}}
+    deployment = yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ok"},
+                                 "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": pod}})
+    service = "apiVersion: v1\nkind: Service\nmetadata: {name: svc}\nspec: {ports: [{port: 80}]}\n"
+    secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: hf}\nstringData:\n  token: {{HF_TOKEN}}\n"
+    text = f"{deployment}---\n{service}---\n{secret}"
+    code, out, err = run(capsys, tmp_path, text)
+    assert code == 2  # bad input, after the verdicts of every readable document
+    assert out.splitlines()[0].startswith("ADMIT   deployment/ok: ")
+    assert "SKIP    service/svc: kind Service: nothing to judge (no pod template found)" in out
+    broken_line = text.splitlines().index("  token: {{HF_TOKEN}}") + 1
+    assert f"manifests.yaml:{broken_line}:" in err and "document 2 is not valid YAML" in err
+
+
+def test_read_documents_keeps_document_indexes_and_lines(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("# header\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n"
+                    "a: {{broken}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n")
+    found, problems = read_documents(path)
+    assert [(loc.document, loc.line, loc.obj["metadata"]["name"]) for loc in found] == [(0, 3, "a"), (2, 9, "b")]
+    assert len(problems) == 1 and problems[0].startswith(f"{path}:7:")

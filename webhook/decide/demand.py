@@ -40,6 +40,7 @@ from ..units.cuda import CudaVersion, cuda_from_image, parse_cuda
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import PRECISIONS, canonical, is_kv_dtype
 from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
+from .storage import is_location, stored_model
 
 # When nothing declares a context and the model is unknown: llama.cpp's and TGI's historical default.
 UNKNOWN_MODEL_CONTEXT = 4096
@@ -385,9 +386,18 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     model = model_found.value if model_found else None
     ident = identify(catalog, model, engine) if model else None
     spec = ident.spec if ident else None
+    stored = None
+    if model and spec is None and is_location(model):
+        stored = stored_model(catalog, view.spec, main.container, model, engine)
+        if stored is not None:
+            ident, spec = stored.identity, stored.identity.spec
     if model_found:
         via = _via_env(main, model_found)
-        sources.append(("model", f"{model_found.source}{via}" + (f" → catalog {spec.name}" if spec else "")))
+        hop = f" → {stored.where}" if stored else ""
+        sources.append(("model", f"{model_found.source}{via}{hop}" + (f" → catalog {spec.name}" if spec else "")))
+        if stored is not None and spec is not None:
+            warnings.append(f"model read from where {model} is stored: {stored.where} → catalog {spec.name} "
+                            f"(set {d.A_MODEL} to say it outright)")
     if params is None and spec is not None:
         params = spec.params
     if params_found:

@@ -131,6 +131,7 @@ def _isvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
         head_container = _merge_runtime(rt_spec.get("containers"), MAIN, _container_of(model), meta)
         head_container = _with_model_id(head_container, model)
         pod = _merge_pod(rt_spec, predictor)
+        _with_storage_initializer(pod, model)
         worker_spec = predictor.get("workerSpec")
         if worker_spec is None:
             pod["containers"] = [head_container]
@@ -298,6 +299,16 @@ def _with_model_id(container: dict[str, Any], model: dict[str, Any]) -> dict[str
         return container
     repo = uri.removeprefix("hf://").split(":", 1)[0].strip("/")
     return {**container, "args": [*as_list(container.get("args")), f"--model_id={repo}"]} if repo else container
+
+
+def _with_storage_initializer(pod: dict[str, Any], model: dict[str, Any]) -> None:
+    """KServe's storage initializer downloads ``storageUri`` into /mnt/models (pkg/webhook/admission/pod
+    storage_initializer_injector.go): the init container the pod will have, so the URI names the model there."""
+    uri = model.get("storageUri")
+    if not isinstance(uri, str) or not uri or uri.startswith("hf://"):
+        return
+    init = {"name": "storage-initializer", "image": "kserve/storage-initializer", "args": [uri, "/mnt/models"]}
+    pod["initContainers"] = [*as_list(pod.get("initContainers")), init]
 
 
 def _merge_pod(rt_spec: dict[str, Any], predictor: dict[str, Any]) -> dict[str, Any]:

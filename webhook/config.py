@@ -39,6 +39,12 @@ class Labels(_Section):
     """Resource names, label keys and taints read from and written to nodes."""
 
     gpu_resource: str = "nvidia.com/gpu"
+    # Other resource names that count GPUs a container gets: the device plugin's time-slicing with renamed
+    # resources (nvidia.com/gpu.shared), HAMi's nvidia.com/gpualloc. MIG slices are judged as today.
+    gpu_resource_aliases: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu.shared", "nvidia.com/gpualloc"])
+    # Resources that state the GPU memory a container gets, in MiB per GPU (HAMi's nvidia.com/gpumem): the
+    # workload's declared VRAM, as vramgate.io/vram would be.
+    gpu_memory_resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpumem"])
     gpu_memory: str = "nvidia.com/gpu.memory"
     gpu_count: str = "nvidia.com/gpu.count"
     gpu_product: str = "nvidia.com/gpu.product"

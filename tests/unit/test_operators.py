@@ -143,3 +143,26 @@ def test_read_documents_keeps_document_indexes_and_lines(tmp_path: Path) -> None
     found, problems = read_documents(path)
     assert [(loc.document, loc.line, loc.obj["metadata"]["name"]) for loc in found] == [(0, 3, "a"), (2, 9, "b")]
     assert len(problems) == 1 and problems[0].startswith(f"{path}:7:")
+
+
+@pytest.mark.parametrize("resource", ["nvidia.com/gpu.shared", "nvidia.com/gpualloc"])
+def test_renamed_and_hami_gpu_resources_count(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                               resource: str) -> None:
+    c = {"name": "engine", "image": "vllm/vllm-openai:v0.11.0", "command": LLAMA70,
+         "resources": {"limits": {resource: 1}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [c]}}
+    code, out, _ = run(capsys, tmp_path, [pod])
+    # Before: "no GPU requested" — a 70B model on a time-sliced L4 admitted without a word.
+    assert code == 1 and out.startswith("REJECT  pod/p: needs "), out
+
+
+def test_hami_gpumem_is_the_declared_vram(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    c = {"name": "engine", "image": "vllm/vllm-openai:v0.11.0", "command": LLAMA8,
+         "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 30000}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [c]}}
+    code, out, _ = run(capsys, tmp_path, [pod])  # 30000 MiB on a 23034 MiB L4: cannot be granted
+    assert code == 1 and "needs 29.3 GiB VRAM per GPU" in out, out
+    c["resources"]["limits"]["nvidia.com/gpumem"] = 12000
+    code, out, _ = run(capsys, tmp_path, [pod])
+    assert code == 0 and out.startswith("ADMIT   pod/p: 11.7 GiB per GPU (declared resource nvidia.com/gpumem "
+                                        "(12000 MiB per GPU))"), out

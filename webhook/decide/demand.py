@@ -110,7 +110,8 @@ class Demand:
     def summary(self) -> str:
         """One human line for the ``vramgate.io/estimate`` annotation and messages."""
         if self.explicit_vram_mib is not None:
-            return f"{self.per_gpu_mib / 1024:.1f} GiB per GPU (declared {d.A_VRAM})"  # type: ignore[operator]
+            said = next((v for k, v in self.sources if k == "vram"), d.A_VRAM)
+            return f"{self.per_gpu_mib / 1024:.1f} GiB per GPU (declared {said})"  # type: ignore[operator]
         if self.estimate is not None:
             return self.estimate.summary()
         return "no VRAM estimate (declare vramgate.io/model or vramgate.io/vram)"
@@ -140,15 +141,20 @@ def _gpu_count(container: dict[str, Any], resource: str, where: str) -> int:
     return 0
 
 
-def gpu_containers(view: PodView, resource: str) -> tuple[int, list[dict[str, Any]]]:
-    """GPUs per pod (max of the app containers' sum and any init container) and the GPU containers."""
+def gpu_containers(view: PodView, resource: str | tuple[str, ...]) -> tuple[int, list[dict[str, Any]]]:
+    """GPUs per pod (max of the app containers' sum and any init container) and the GPU containers.
+
+    ``resource`` is the GPU resource name, or several (``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` …), summed.
+    """
+    names = (resource,) if isinstance(resource, str) else resource
     app = init = 0
     found: list[dict[str, Any]] = []
     for key in ("containers", "initContainers"):
         for c in view.spec.get(key) or []:
             if not isinstance(c, dict):
                 continue
-            n = _gpu_count(c, resource, f"container {c.get('name', '?')}")
+            where = f"container {c.get('name', '?')}"
+            n = sum(_gpu_count(c, name, where) for name in names)
             if n:
                 found.append(c)
                 if key == "containers":
@@ -156,6 +162,24 @@ def gpu_containers(view: PodView, resource: str) -> tuple[int, list[dict[str, An
                 else:
                     init = max(init, n)
     return max(app, init), found
+
+
+def _gpu_memory_resource(view: PodView, names: list[str]) -> tuple[int, dict[str, Any], str] | None:
+    """(MiB per GPU, container, resource) where a container states its GPU memory as a resource (HAMi gpumem)."""
+    for c in view.containers():
+        resources = c.get("resources")
+        for section in ("limits", "requests"):
+            amounts = resources.get(section) if isinstance(resources, dict) else None
+            if not isinstance(amounts, dict):
+                continue
+            for name in names:
+                if name in amounts:
+                    try:
+                        return max(int(str(amounts[name])), 0), c, name
+                    except ValueError:
+                        raise DeclarationError(f"container {c.get('name', '?')} {section}[{name}]",
+                                               str(amounts[name]), "use a whole number of MiB") from None
+    return None
 
 
 def _annotation(annotations: dict[str, str], key: str) -> Found | None:
@@ -281,7 +305,11 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     claims looked up in ``dra``).
     """
     try:
-        gpus, containers = gpu_containers(view, config.labels.gpu_resource)
+        gpus, containers = gpu_containers(view, (config.labels.gpu_resource, *config.labels.gpu_resource_aliases))
+        memory_mib = _gpu_memory_resource(view, config.labels.gpu_memory_resources)
+        if memory_mib is not None and gpus == 0:
+            # HAMi: a share of one GPU's memory, asked without a GPU count, gets one GPU.
+            gpus, containers = 1, [memory_mib[1]]
     except WorkloadError as exc:
         raise DeclarationError("spec", "", str(exc)) from None
     claimed = None
@@ -368,6 +396,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
 
     vram_found = _annotation(ann, d.A_VRAM)
     explicit = _parse(vram_found, parse_size_mib, "use a size such as 40Gi, 40960Mi or 42GB")
+    if explicit is None and memory_mib is not None:
+        explicit = memory_mib[0] * gpus
+        vram_found = Found(str(explicit), f"resource {memory_mib[2]} ({memory_mib[0]} MiB per GPU)")
 
     def done(**kw: Any) -> Demand:
         return Demand(
@@ -377,7 +408,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         )
 
     if explicit is not None:
-        sources.append(("vram", d.A_VRAM))
+        sources.append(("vram", vram_found.source if vram_found else d.A_VRAM))
         return done(explicit_vram_mib=explicit, utilization=util_declared or 1.0)
 
     model_found = _first(_annotation(ann, d.A_MODEL), settings.get("model"), _env_model(main))

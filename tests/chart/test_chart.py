@@ -847,7 +847,9 @@ EXTRA_KINDS = {
     ("trainer.kubeflow.org", "trainjobs", "*"), ("trainer.kubeflow.org", "trainingruntimes", "*"),
     ("trainer.kubeflow.org", "clustertrainingruntimes", "*"), ("kubeflow.org", "pytorchjobs", "Namespaced"),
     ("jobset.x-k8s.io", "jobsets", "Namespaced"), ("kubeai.org", "models", "Namespaced"),
-    ("apps.nvidia.com", "nimservices", "Namespaced"),
+    ("apps.nvidia.com", "nimservices", "Namespaced"), ("batch.volcano.sh", "jobs", "Namespaced"),
+    ("nvidia.com", "dynamographdeployments", "Namespaced"), ("nvidia.com", "dynamocomponentdeployments", "Namespaced"),
+    ("workloads.x-k8s.io", "rolebasedgroups", "Namespaced"),
 }
 
 
@@ -872,5 +874,5 @@ def test_extra_kinds_webhook(render: Render) -> None:
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": {"enabled": False}}}),
                                 namespace=NS)) is None
     none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai",
-                               "nimService")}
+                               "nimService", "volcano", "dynamo", "roleBasedGroup")}
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": none}}), namespace=NS)) is None

@@ -388,7 +388,10 @@ spec:
   (list "pytorchJob" "kubeflow.org" (list "pytorchjobs") "Namespaced")
   (list "jobSet" "jobset.x-k8s.io" (list "jobsets") "Namespaced")
   (list "kubeai" "kubeai.org" (list "models") "Namespaced")
-  (list "nimService" "apps.nvidia.com" (list "nimservices") "Namespaced") }}
+  (list "nimService" "apps.nvidia.com" (list "nimservices") "Namespaced")
+  (list "volcano" "batch.volcano.sh" (list "jobs") "Namespaced")
+  (list "dynamo" "nvidia.com" (list "dynamographdeployments" "dynamocomponentdeployments") "Namespaced")
+  (list "roleBasedGroup" "workloads.x-k8s.io" (list "rolebasedgroups") "Namespaced") }}
 {{- $out := list }}
 {{- range $g := $groups }}
 {{- if index $k (index $g 0) }}

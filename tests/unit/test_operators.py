@@ -166,3 +166,12 @@ def test_hami_gpumem_is_the_declared_vram(capsys: pytest.CaptureFixture[str], tm
     code, out, _ = run(capsys, tmp_path, [pod])
     assert code == 0 and out.startswith("ADMIT   pod/p: 11.7 GiB per GPU (declared resource nvidia.com/gpumem "
                                         "(12000 MiB per GPU))"), out
+
+
+def test_a_knative_service_is_read_generically() -> None:
+    ksvc = {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "llm", "namespace": "ml"},
+            "spec": {"template": {"spec": {"containers": [gpu_container(LLAMA8)]}}}}
+    found = roles(ksvc)
+    assert found is not None and [r.name for r in found.roles] == ["pod"]
+    assert "Service (serving.knative.dev/v1) is read generically: the pod spec at spec.template.spec" in found.warnings[0]
+    assert roles({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": []}}) is None

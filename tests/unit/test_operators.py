@@ -173,5 +173,6 @@ def test_a_knative_service_is_read_generically() -> None:
             "spec": {"template": {"spec": {"containers": [gpu_container(LLAMA8)]}}}}
     found = roles(ksvc)
     assert found is not None and [r.name for r in found.roles] == ["pod"]
-    assert "Service (serving.knative.dev/v1) is read generically: the pod spec at spec.template.spec" in found.warnings[0]
+    warning = "Service (serving.knative.dev/v1) is read generically: the pod spec at spec.template.spec"
+    assert warning in found.warnings[0]
     assert roles({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": []}}) is None

@@ -176,3 +176,25 @@ def test_a_knative_service_is_read_generically() -> None:
     warning = "Service (serving.knative.dev/v1) is read generically: the pod spec at spec.template.spec"
     assert warning in found.warnings[0]
     assert roles({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": []}}) is None
+
+
+PATCH = '{"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}'
+
+
+def test_an_argo_workflow_template_is_judged_with_its_parameters(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"generateName": "serve-"},
+          "spec": {"entrypoint": "main", "arguments": {"parameters": [
+              {"name": "model", "value": "meta-llama/Llama-3.1-70B-Instruct"}]},
+              "templates": [
+                  {"name": "main", "steps": [[{"name": "s", "template": "serve"}]]},
+                  {"name": "serve", "container": {
+                      "image": "vllm/vllm-openai:v0.11.0",
+                      "command": ["vllm", "serve", "{{workflow.parameters.model}}", "--max-model-len", "8192"]},
+                   "podSpecPatch": PATCH},
+              ]}}
+    found = roles(wf)
+    assert found is not None and [r.name for r in found.roles] == ["serve"]
+    code, out, _ = run(capsys, tmp_path, [wf])
+    assert code == 1 and out.startswith("REJECT  workflow/serve- (serve): needs "), out
+    assert "llama-3.1-70b" in out or "70.5B" in out

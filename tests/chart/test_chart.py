@@ -849,7 +849,8 @@ EXTRA_KINDS = {
     ("jobset.x-k8s.io", "jobsets", "Namespaced"), ("kubeai.org", "models", "Namespaced"),
     ("apps.nvidia.com", "nimservices", "Namespaced"), ("batch.volcano.sh", "jobs", "Namespaced"),
     ("nvidia.com", "dynamographdeployments", "Namespaced"), ("nvidia.com", "dynamocomponentdeployments", "Namespaced"),
-    ("workloads.x-k8s.io", "rolebasedgroups", "Namespaced"),
+    ("workloads.x-k8s.io", "rolebasedgroups", "Namespaced"), ("argoproj.io", "workflows", "Namespaced"),
+    ("argoproj.io", "cronworkflows", "Namespaced"),
 }
 
 
@@ -874,5 +875,5 @@ def test_extra_kinds_webhook(render: Render) -> None:
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": {"enabled": False}}}),
                                 namespace=NS)) is None
     none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai",
-                               "nimService", "volcano", "dynamo", "roleBasedGroup")}
+                               "nimService", "volcano", "dynamo", "roleBasedGroup", "argoWorkflows")}
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": none}}), namespace=NS)) is None

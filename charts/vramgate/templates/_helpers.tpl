@@ -391,7 +391,8 @@ spec:
   (list "nimService" "apps.nvidia.com" (list "nimservices") "Namespaced")
   (list "volcano" "batch.volcano.sh" (list "jobs") "Namespaced")
   (list "dynamo" "nvidia.com" (list "dynamographdeployments" "dynamocomponentdeployments") "Namespaced")
-  (list "roleBasedGroup" "workloads.x-k8s.io" (list "rolebasedgroups") "Namespaced") }}
+  (list "roleBasedGroup" "workloads.x-k8s.io" (list "rolebasedgroups") "Namespaced")
+  (list "argoWorkflows" "argoproj.io" (list "workflows" "cronworkflows") "Namespaced") }}
 {{- $out := list }}
 {{- range $g := $groups }}
 {{- if index $k (index $g 0) }}

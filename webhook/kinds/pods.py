@@ -30,7 +30,8 @@ def api_group(obj: dict[str, Any]) -> str:
 
 def is_builtin(obj: dict[str, Any]) -> bool:
     """Whether the object is one of Kubernetes' own pod-carrying kinds (kind and API group both)."""
-    return obj.get("kind") in TEMPLATE_PATHS and api_group(obj) in BUILTIN_GROUPS
+    kind = obj.get("kind")
+    return isinstance(kind, str) and kind in TEMPLATE_PATHS and api_group(obj) in BUILTIN_GROUPS
 
 
 def pod_view(obj: Any, namespace: str | None = None) -> PodView | None:

@@ -43,6 +43,10 @@ class Metrics:
             "vramgate_extender_duration_seconds", "Time to answer an extender call",
             ["verb"], buckets=LATENCY_BUCKETS, registry=r,
         )
+        self.client_disconnects = Counter(
+            "vramgate_client_disconnects", "Requests whose client went away before its body arrived (not an error)",
+            ["endpoint"], registry=r,
+        )
         self.extender_errors = Counter(
             "vramgate_extender_errors", "Unexpected errors in extender decisions (answered, never a 500)",
             ["verb"], registry=r,

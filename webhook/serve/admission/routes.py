@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from fastapi import APIRouter
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ...kinds import KINDS
@@ -43,6 +43,11 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     limit = state.config.admission.max_body_bytes
     try:
         req = parse_review(await read_limited(request, limit))
+    except ClientDisconnect:
+        # The API server gave up (its webhook timeout) or the connection broke: nobody to answer, nothing wrong here.
+        metrics.client_disconnects.labels(request.url.path).inc()
+        log.debug("client went away before the review arrived", extra={"fields": {"webhook": webhook}})
+        return _plain(400, "client disconnected")
     except BodyTooLarge:
         metrics.bad_requests.labels(webhook, "too-large").inc()
         return _plain(413, f"body exceeds {limit} bytes")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
 
 from ..bodies import BadContentLength, BodyTooLarge, read_limited
 from ..state import AppState
@@ -54,6 +55,10 @@ async def _serve(request: Request, verb: str, decide: Callable[[Extender, bytes]
     except BadRequest as exc:
         metrics.bad_requests.labels(endpoint=request.url.path, reason=exc.code).inc()
         return Response(exc.reason + "\n", status_code=exc.status, media_type="text/plain; charset=utf-8")
+    except ClientDisconnect:
+        metrics.client_disconnects.labels(request.url.path).inc()
+        log.debug("scheduler went away before its %s request arrived", verb)
+        return Response("client disconnected\n", status_code=400, media_type="text/plain; charset=utf-8")
     except Exception:
         log.exception("extender %s failed", verb)
         metrics.extender_errors.labels(verb=verb).inc()

@@ -850,7 +850,8 @@ EXTRA_KINDS = {
     ("apps.nvidia.com", "nimservices", "Namespaced"), ("batch.volcano.sh", "jobs", "Namespaced"),
     ("nvidia.com", "dynamographdeployments", "Namespaced"), ("nvidia.com", "dynamocomponentdeployments", "Namespaced"),
     ("workloads.x-k8s.io", "rolebasedgroups", "Namespaced"), ("argoproj.io", "workflows", "Namespaced"),
-    ("argoproj.io", "cronworkflows", "Namespaced"),
+    ("argoproj.io", "cronworkflows", "Namespaced"), ("kaito.sh", "workspaces", "Namespaced"),
+    ("kaito.sh", "inferencesets", "Namespaced"),
 }
 
 
@@ -875,5 +876,5 @@ def test_extra_kinds_webhook(render: Render) -> None:
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": {"enabled": False}}}),
                                 namespace=NS)) is None
     none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai",
-                               "nimService", "volcano", "dynamo", "roleBasedGroup", "argoWorkflows")}
+                               "nimService", "volcano", "dynamo", "roleBasedGroup", "argoWorkflows", "kaito")}
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": none}}), namespace=NS)) is None

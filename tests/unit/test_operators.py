@@ -200,3 +200,25 @@ def test_an_argo_workflow_template_is_judged_with_its_parameters(capsys: pytest.
     code, out, _ = run(capsys, tmp_path, [wf])
     assert code == 1 and out.startswith("REJECT  workflow/serve- (serve): needs "), out
     assert "llama-3.1-70b" in out or "70.5B" in out
+
+
+def test_kaito_presets_are_said_not_judged_and_templates_are_judged(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    # kaito-project/kaito api/v1beta1: top-level resource and inference.{preset, template}.
+    preset = {"apiVersion": "kaito.sh/v1beta1", "kind": "Workspace", "metadata": {"name": "phi"},
+              "resource": {"instanceType": "Standard_NC24ads_A100_v4", "labelSelector": {"matchLabels": {"a": "b"}}},
+              "inference": {"preset": {"name": "phi-4-mini-instruct"}}}
+    template = {"apiVersion": "kaito.sh/v1beta1", "kind": "Workspace", "metadata": {"name": "custom"},
+                "resource": {"labelSelector": {"matchLabels": {"a": "b"}}},
+                "inference": {"template": {"spec": {"containers": [gpu_container(LLAMA70)]}}}}
+    code, out, _ = run(capsys, tmp_path, [preset, template])
+    assert code == 1
+    assert "SKIP    workspace/phi: kind Workspace: nothing to judge" in out
+    assert ("KAITO preset phi-4-mini-instruct (inference) on Standard_NC24ads_A100_v4 nodes: KAITO sizes the nodes "
+            "and the engine flags itself") in out
+    assert "REJECT  workspace/custom (inference): needs " in out
+    inference_set = {"apiVersion": "kaito.sh/v1beta1", "kind": "InferenceSet", "metadata": {"name": "is"},
+                     "spec": {"replicas": 3, "template": {"inference": {"template": {"spec": {"containers": [
+                         gpu_container(LLAMA8)]}}}}}}
+    found = roles(inference_set)
+    assert found is not None and [(r.name, r.replicas) for r in found.roles] == [("inference", 3)]

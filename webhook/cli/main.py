@@ -108,6 +108,8 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
         if result.view is None and result.code == "not-a-workload":
             name = meta.get("name", "?") if isinstance(meta, dict) else "?"
             print(f"SKIP    {str(obj.get('kind', '?')).lower()}/{name}: {nothing_to_judge(obj)}")
+            for warning in result.warnings:
+                print(f"  warning: {warning}")
             continue
         name = result.view.ref if result.view else f"{str(obj.get('kind', '?')).lower()}/{meta.get('name', '?')}"
         lines = [(r.judgement, r.role.view.ref) for r in result.roles] or [(result, name)]

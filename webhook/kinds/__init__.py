@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import argo, dynamo, generic, jobset, kserve, kubeai, lws, nim, ray, trainer, volcano
+from . import argo, dynamo, generic, jobset, kaito, kserve, kubeai, lws, nim, ray, trainer, volcano
 from .pods import POD_KINDS, TEMPLATE_PATHS, api_group, is_builtin, pod_view
 from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
 from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError, as_list
@@ -21,6 +21,7 @@ _BY_KIND: dict[str, _Extract] = {
     **dict.fromkeys(nim.KINDS, nim.roles),
     **dict.fromkeys(dynamo.KINDS, dynamo.roles),
     **dict.fromkeys(argo.KINDS, argo.roles),
+    **dict.fromkeys(kaito.KINDS, kaito.roles),
 }
 # Kinds whose name a built-in kind also has: told apart by their API group.
 _BY_GROUP_KIND: dict[tuple[str, str], _Extract] = {

@@ -392,7 +392,8 @@ spec:
   (list "volcano" "batch.volcano.sh" (list "jobs") "Namespaced")
   (list "dynamo" "nvidia.com" (list "dynamographdeployments" "dynamocomponentdeployments") "Namespaced")
   (list "roleBasedGroup" "workloads.x-k8s.io" (list "rolebasedgroups") "Namespaced")
-  (list "argoWorkflows" "argoproj.io" (list "workflows" "cronworkflows") "Namespaced") }}
+  (list "argoWorkflows" "argoproj.io" (list "workflows" "cronworkflows") "Namespaced")
+  (list "kaito" "kaito.sh" (list "workspaces" "inferencesets") "Namespaced") }}
 {{- $out := list }}
 {{- range $g := $groups }}
 {{- if index $k (index $g 0) }}

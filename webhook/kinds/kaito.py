@@ -1,0 +1,48 @@
+"""KAITO (kaito.sh): Workspace and InferenceSet — the pod template when one is given, else KAITO's own sizing.
+
+Shape from kaito-project/kaito api/v1beta1/workspace_types.go: top-level ``resource.{instanceType, count,
+labelSelector}``, ``inference.{preset.name, template (a PodTemplateSpec), config}``, ``tuning.{preset, method}``;
+inferenceset_types.go: ``spec.{replicas, template.{resource, inference}}``. With a preset, KAITO's NodesEstimator
+picks the node count and the engine flags for the model and provisions ``instanceType`` nodes that may not
+exist yet: judging it against today's nodes could reject what KAITO will create. So a preset is not judged
+here (a warning says so); the pods KAITO creates are judged by the pod webhook, with the model in their
+command lines. A ``template`` is the pod, judged as written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .runtimes import Context
+from .view import PodView, Role, RoleSet, as_dict, count, identity, inherit_annotations, template_parts
+
+GROUP = "kaito.sh"
+KINDS = frozenset({"Workspace", "InferenceSet"})
+
+
+def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    """The inference template as one role; a preset (or tuning) only as a warning."""
+    kind = str(obj.get("kind"))
+    name, ns, meta = identity(obj, ctx.namespace)
+    if kind == "InferenceSet":
+        spec = as_dict(obj.get("spec"))
+        body, where = as_dict(spec.get("template")), "spec.template"
+        replicas = count(spec.get("replicas"), 1, "spec.replicas")
+    else:
+        body, where, replicas = obj, "", 1
+    resource = as_dict(body.get("resource"))
+    instance = resource.get("instanceType") if isinstance(resource.get("instanceType"), str) else ""
+    inference = as_dict(body.get("inference"))
+    ref = f"{kind.lower()}/{name}"
+    prefix = f"{where}." if where else ""
+    if inference.get("template") is not None:
+        pod_meta, pod = template_parts(inference["template"], f"{prefix}inference.template")
+        view = PodView(kind, ns, name, inherit_annotations(pod_meta, meta), pod, "inference", 1)
+        return RoleSet(kind, name, (Role("inference", view, 1, replicas),))
+    preset = as_dict(inference.get("preset")).get("name") or as_dict(as_dict(body.get("tuning")).get("preset")).get(
+        "name")
+    on = f"on {instance} nodes" if instance else "on the nodes its labelSelector names"
+    what = "tuning" if body.get("tuning") else "inference"
+    warning = (f"{ref}: KAITO preset {preset or '?'} ({what}) {on}: KAITO sizes the nodes and the engine flags "
+               "itself; vramgate judges the pods it creates")
+    return RoleSet(kind, name, (), (warning,))

@@ -222,3 +222,44 @@ def test_kaito_presets_are_said_not_judged_and_templates_are_judged(capsys: pyte
                          gpu_container(LLAMA8)]}}}}}}
     found = roles(inference_set)
     assert found is not None and [(r.name, r.replicas) for r in found.roles] == [("inference", 3)]
+
+
+def test_production_stack_vllmruntime_is_the_deployment_its_operator_builds() -> None:
+    rt = {"apiVersion": "production-stack.vllm.ai/v1alpha1", "kind": "VLLMRuntime", "metadata": {"name": "r"},
+          "spec": {"model": {"modelURL": "meta-llama/Llama-3.1-8B-Instruct", "maxModelLen": 4096},
+                   "vllmConfig": {"tensorParallelSize": 1, "gpuMemoryUtilization": "0.8"},
+                   "deploymentConfig": {"replicas": 2, "resources": {"gpu": "1"}}}}
+    found = roles(rt)
+    assert found is not None
+    [role] = found.roles
+    c = role.view.spec["containers"][0]
+    assert role.replicas == 2 and c["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert c["command"][:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+    assert "--max-model-len" in c["command"] and "--gpu-memory-utilization" in c["command"]
+
+
+def test_an_lws_shaped_subtree_gives_its_size_to_a_generic_reading() -> None:
+    # llm-d's DisaggregatedSet: roles with leaderWorkerTemplate.size, DP over LWS_GROUP_SIZE × 8.
+    script = ("exec vllm serve deepseek-ai/DeepSeek-R1-0528 --data-parallel-size $((LWS_GROUP_SIZE * DP_SIZE_LOCAL)) "
+              "--data-parallel-size-local 8 --enable-expert-parallel --max-model-len 8192")
+    c = {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "command": ["/bin/sh", "-c", script],
+         "env": [{"name": "DP_SIZE_LOCAL", "value": "8"}], "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+    ds = {"apiVersion": "disaggregatedset.x-k8s.io/v1alpha1", "kind": "DisaggregatedSet", "metadata": {"name": "d"},
+          "spec": {"roles": [{"name": "decode", "replicas": 1, "leaderWorkerTemplate": {
+              "size": 2, "workerTemplate": {"spec": {"containers": [c]}}}}]}}
+    found = roles(ds)
+    assert found is not None and [(r.name, r.view.group_size) for r in found.roles] == [("decode", 2)]
+    from webhook.config import Config
+    from webhook.decide.demand import read_demand
+    from webhook.models.catalog import builtin_catalog
+
+    d = read_demand(found.roles[0].view, Config(), builtin_catalog())
+    assert d is not None and d.estimate is not None and d.estimate.request.expert_split == 16
+
+
+def test_a_dash_dash_after_bash_c_does_not_hide_the_script() -> None:
+    from webhook.engines.cmdline import commands_of
+
+    [ray, vllm] = commands_of({"command": ["/bin/bash", "-lc", "--"], "args": [
+        "ray start --head; vllm serve Qwen/Qwen2.5-Coder-7B-Instruct --tensor-parallel-size 2"]}, {})
+    assert ray.words[:2] == ("ray", "start") and vllm.words[-2:] == ("--tensor-parallel-size", "2")

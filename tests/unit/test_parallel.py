@@ -65,9 +65,9 @@ def test_arithmetic_keeps_the_flags_after_it() -> None:
 
 def test_lws_group_size_is_known_from_the_kind_and_from_the_pod() -> None:
     lws = PodView("LeaderWorkerSet", "ml", "x", {}, {"containers": []}, "worker", 2)
-    assert runtime_env(lws) == {"LWS_GROUP_SIZE": "2"}
+    assert runtime_env(lws) == {"LWS_GROUP_SIZE": "2", "RBG_LWP_GROUP_SIZE": "2"}
     made = pod_view(pod(container(), annotations={"leaderworkerset.sigs.k8s.io/size": "4"}))
-    assert made is not None and runtime_env(made) == {"LWS_GROUP_SIZE": "4"}
+    assert made is not None and runtime_env(made)["LWS_GROUP_SIZE"] == "4"
     plain = pod_view(pod(container()))
     assert plain is not None and runtime_env(plain) == {}
 

@@ -40,7 +40,7 @@ from ..units.cuda import CudaVersion, cuda_from_image, parse_cuda
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import PRECISIONS, canonical, is_kv_dtype
 from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
-from .storage import is_location, stored_model
+from .storage import downloaded_model, is_location, stored_model
 
 # When nothing declares a context and the model is unknown: llama.cpp's and TGI's historical default.
 UNKNOWN_MODEL_CONTEXT = 4096
@@ -284,13 +284,17 @@ LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
 def runtime_env(view: PodView) -> dict[str, str]:
-    """Variables a controller sets in the running containers that the workload already tells: LWS_GROUP_SIZE."""
+    """Variables a controller sets in the running containers that the workload already tells: the group size.
+
+    LeaderWorkerSet's ``LWS_GROUP_SIZE`` (also on a pod, from its size annotation), and RoleBasedGroup's
+    ``RBG_LWP_GROUP_SIZE`` for a leader-worker pattern; both only where a group is known.
+    """
     size = view.annotations.get(LWS_SIZE_ANNOTATION)
-    if view.kind == "LeaderWorkerSet" and view.group_size >= 1:
+    if view.group_size > 1 or (view.kind == "LeaderWorkerSet" and view.group_size >= 1):
         size = str(view.group_size)
     if size is None or not size.strip().isdigit():
         return {}
-    env = {"LWS_GROUP_SIZE": size.strip()}
+    env = {"LWS_GROUP_SIZE": size.strip(), "RBG_LWP_GROUP_SIZE": size.strip()}
     index = view.labels.get(LWS_WORKER_INDEX_LABEL)
     if index is not None and index.strip().isdigit():
         env["LWS_WORKER_INDEX"] = index.strip()
@@ -387,12 +391,20 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     if tp is not None and not distributed:
         tp_found = settings.get("tp")
         assert tp_found is not None
-        if tp * pp != model_gpus:
+        if tp * pp < model_gpus:
             warnings.append(f"{tp_found.source}={tp}" + (f" × pipeline {pp}" if pp > 1 else "")
                             + f" but the pod{'s of the group' if group > 1 else ''} request{'s' if group == 1 else ''} "
-                            f"{model_gpus} GPU(s); VRAM is split over {min(model_gpus, tp * pp) or model_gpus}")
-            if tp * pp < model_gpus and tp * pp > 0:
-                model_gpus = tp * pp
+                            f"{model_gpus} GPU(s); VRAM is split over {tp * pp}")
+            model_gpus = tp * pp
+        elif tp * pp > model_gpus:
+            # More GPUs than the pod has: it starts only where the rest come from other pods (a Ray cluster's
+            # workers, vLLM/SGLang multi-node), and then each GPU holds 1/(TP × PP). Priced so — rejecting it on
+            # the pod's own GPUs would refuse a deployment that works (the KubeRay and AIBrix TP-over-Ray samples).
+            warnings.append(f"{tp_found.source}={tp}" + (f" × pipeline {pp}" if pp > 1 else "")
+                            + f" = {tp * pp} GPUs, but the pod{'s of the group' if group > 1 else ''} "
+                            f"request{'s' if group == 1 else ''} {model_gpus}: it starts only if the others come from "
+                            f"more pods (a Ray cluster, multi-node); priced over {tp * pp}")
+            model_gpus = tp * pp
 
     vram_found = _annotation(ann, d.A_VRAM)
     explicit = _parse(vram_found, parse_size_mib, "use a size such as 40Gi, 40960Mi or 42GB")
@@ -420,14 +432,21 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     stored = None
     if model and spec is None and is_location(model):
         stored = stored_model(catalog, view.spec, main.container, model, engine)
+    elif model_found is None and params_found is None:
+        stored = downloaded_model(catalog, view.spec, engine)
         if stored is not None:
-            ident, spec = stored.identity, stored.identity.spec
+            model = stored.identity.name
+            model_found = Found(model, "the model an init container downloads")
+    if stored is not None:
+        ident, spec = stored.identity, stored.identity.spec
     if model_found:
         via = _via_env(main, model_found)
         hop = f" → {stored.where}" if stored else ""
         sources.append(("model", f"{model_found.source}{via}{hop}" + (f" → catalog {spec.name}" if spec else "")))
         if stored is not None and spec is not None:
-            warnings.append(f"model read from where {model} is stored: {stored.where} → catalog {spec.name} "
+            place = f"where {model} is stored" if model_found.source != "the model an init container downloads" \
+                else "what an init container downloads"
+            warnings.append(f"model read from {place}: {stored.where} → catalog {spec.name} "
                             f"(set {d.A_MODEL} to say it outright)")
     if params is None and spec is not None:
         params = spec.params

@@ -105,3 +105,19 @@ def stored_model(catalog: Catalog, pod: Mapping[str, Any], container: Mapping[st
             if found.spec is not None:
                 return Stored(found, where)
     return None
+
+
+def downloaded_model(catalog: Catalog, pod: Mapping[str, Any], engine: str | None) -> Stored | None:
+    """The catalog model an init container downloads (``storage-initializer s3://…/Llama-3.1-8B /mnt/models``),
+    for an engine started with no model flag at all (KServe's Hugging Face runtime reads /mnt/models itself)."""
+    for init in as_list(pod.get("initContainers")):
+        if not isinstance(init, dict):
+            continue
+        for arg in [*as_list(init.get("command")), *as_list(init.get("args"))]:
+            if not isinstance(arg, str) or not _URI.match(arg):
+                continue
+            for ref in (oci_names(arg) if arg.lower().startswith("oci://") else [arg]):
+                found = identify(catalog, ref, engine)
+                if found.spec is not None:
+                    return Stored(found, f"{init.get('name') or 'init container'} {arg}")
+    return None

@@ -410,8 +410,11 @@ def commands_of(container: Mapping[str, Any], env: Mapping[str, str]) -> list[Co
     params: list[str] = []
     for i, word in enumerate(rest):
         if word.startswith("-") and "c" in word.lstrip("-") and not word.startswith("--"):
-            script = " ".join(rest[i + 1 : i + 2]) if i + 1 < len(rest) else ""
-            params = rest[i + 2 :]  # `sh -c 'exec trl sft "$@"' -- --model …`: $0, then "$@"
+            j = i + 1
+            if j < len(rest) and rest[j] == "--":
+                j += 1  # `bash -lc -- 'script'`: "--" ends the shell's options; the script follows
+            script = " ".join(rest[j : j + 1]) if j < len(rest) else ""
+            params = rest[j + 1 :]  # `sh -c 'exec trl sft "$@"' -- --model …`: $0, then "$@"
             break
         if not word.startswith("-"):
             script = " ".join(shlex.quote(w) for w in rest[i:])  # `bash script.sh args`

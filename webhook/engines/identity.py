@@ -74,6 +74,9 @@ def identify(catalog: Catalog, reference: str, engine: str | None = None) -> Ide
         if len(parts) == 2 and not name.startswith("/"):
             parts = parts[1:]
         candidates += list(reversed(parts))
+        # A hub id flattened into one folder name (`meta-llama--Meta-Llama-3.1-8B-Instruct`, as caches and
+        # buckets store it): the organisation and the repository again.
+        candidates += [p.replace("--", "/", 1) for p in reversed(parts) if "--" in p and not p.startswith("models--")]
     for c in candidates:
         spec = catalog.lookup(c)
         if spec is not None:

@@ -36,6 +36,7 @@ _TUNE_FAMILY = {"llama3_1": "llama-3.1", "llama3_2": "llama-3.2", "llama3_3": "l
 _SCRIPT = re.compile(r"(train|sft|finetune|fine_tune|dpo|lora|qlora)[\w-]*\.py$", re.IGNORECASE)
 
 _FLAGS = ("--use_peft", "--load_in_4bit", "--load_in_8bit", "--bf16", "--fp16", "--use_fsdp", "--multi_gpu",
+          "--enable_fsdp",
           "--use_deepspeed", "--gradient_checkpointing", "--packing", "--do_train", "--standalone")
 OPTIONS = OptionTable(
     names=frozenset((
@@ -44,7 +45,8 @@ OPTIONS = OptionTable(
         "--per_device_train_batch_size", "--micro_batch_size", "--gradient_checkpointing", "--use_peft", "--lora_r",
         "--lora_rank", "--finetuning_type", "--adapter", "--load_in_4bit", "--load_in_8bit", "--quantization_bit",
         "--fsdp", "--deepspeed", "--optim", "--nproc_per_node", "--nproc-per-node", "--nnodes", "--num_processes",
-        "--num_machines", "--use_fsdp", "--zero_stage", "--num_gpus", "--config", "--config_file", "--bf16",
+        "--num_machines", "--use_fsdp", "--enable_fsdp", "--zero_stage", "--num_gpus", "--config", "--config_file",
+        "--bf16",
         "--fp16", "--mixed_precision", "--output_dir", "--num_train_epochs", "--learning_rate", "--dataset",
         "--dataset_name", "--torch_dtype", "--stage", "--template", "--multi_gpu", "--use_deepspeed",
         "--lora_alpha", "--lora_dropout", "--lora_target_modules", "--attn_implementation", "--dataset_text_field",
@@ -67,7 +69,8 @@ SETTINGS: Mapping[str, Setting] = {
     "load_in_4bit": Setting(("--load_in_4bit",)),
     "load_in_8bit": Setting(("--load_in_8bit",)),
     "quantization_bit": Setting(("--quantization_bit",)),
-    "fsdp": Setting(("--fsdp", "--use_fsdp")),
+    # llama-recipes' finetuning.py says --enable_fsdp (meta-llama/llama-cookbook configs/training.py).
+    "fsdp": Setting(("--fsdp", "--use_fsdp", "--enable_fsdp")),
     "deepspeed": Setting(("--deepspeed", "--use_deepspeed")),
     "zero_stage": Setting(("--zero_stage",)),
     "optim": Setting(("--optim",)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import argo, dynamo, generic, jobset, kaito, kserve, kubeai, lws, nim, ray, trainer, volcano
+from . import aibrix, argo, dynamo, generic, jobset, kaito, kserve, kubeai, lws, nim, prodstack, ray, trainer, volcano
 from .pods import POD_KINDS, TEMPLATE_PATHS, api_group, is_builtin, pod_view
 from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
 from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError, as_list
@@ -22,6 +22,8 @@ _BY_KIND: dict[str, _Extract] = {
     **dict.fromkeys(dynamo.KINDS, dynamo.roles),
     **dict.fromkeys(argo.KINDS, argo.roles),
     **dict.fromkeys(kaito.KINDS, kaito.roles),
+    **dict.fromkeys(aibrix.KINDS, aibrix.roles),
+    **dict.fromkeys(prodstack.KINDS, prodstack.roles),
 }
 # Kinds whose name a built-in kind also has: told apart by their API group.
 _BY_GROUP_KIND: dict[tuple[str, str], _Extract] = {

@@ -18,6 +18,12 @@ from .view import PodView, Role, RoleSet, as_dict, identity, inherit_annotations
 # A generic reading stops here: a legitimate object holds a handful of pod specs a few levels down.
 MAX_DEPTH = 12
 MAX_TEMPLATES = 32
+# Fields that hold pods of one model instance together, and the size they give it (LWS-shaped subtrees: a
+# DisaggregatedSet's roles, RoleBasedGroup's leaderWorkerPattern): read as the LWS `size`.
+_GROUP_FIELDS = ("leaderWorkerTemplate", "leaderWorkerPattern", "leaderWorkerSet")
+# Fields that hold templates other parts refer to, or sidecars of the same pod: not roles of their own
+# (RoleBasedGroup's roleTemplates, its v1alpha1 engineRuntimes).
+_NOT_ROLES = frozenset({"roleTemplates", "engineRuntimes", "podTemplates"})
 
 
 def _is_pod_spec(value: Any) -> bool:
@@ -26,11 +32,11 @@ def _is_pod_spec(value: Any) -> bool:
         isinstance(c, dict) and ("image" in c or "name" in c) for c in containers)
 
 
-def pod_specs(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any], int]]:
-    """``(path, pod metadata, pod spec, replicas)`` of every pod spec under ``spec``, in document order."""
-    found: list[tuple[str, dict[str, Any], dict[str, Any], int]] = []
+def pod_specs(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any], int, int]]:
+    """``(path, pod metadata, pod spec, replicas, group size)`` of every pod spec under ``spec``, in order."""
+    found: list[tuple[str, dict[str, Any], dict[str, Any], int, int]] = []
 
-    def walk(node: Any, path: str, meta: dict[str, Any], replicas: int, depth: int) -> None:
+    def walk(node: Any, path: str, meta: dict[str, Any], replicas: int, group: int, depth: int) -> None:
         if depth > MAX_DEPTH or len(found) >= MAX_TEMPLATES:
             return
         if isinstance(node, dict):
@@ -38,23 +44,26 @@ def pod_specs(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str,
             if isinstance(here, int) and not isinstance(here, bool) and here >= 0:
                 replicas = here
             if _is_pod_spec(node):
-                found.append((path, meta, node, replicas))
+                found.append((path, meta, node, replicas, group))
                 return
             inner = node.get("spec")
             template_meta = node.get("metadata")
             if isinstance(template_meta, dict) and isinstance(inner, dict) and _is_pod_spec(inner):
-                found.append((f"{path}.spec", template_meta, inner, replicas))  # a PodTemplateSpec
+                found.append((f"{path}.spec", template_meta, inner, replicas, group))  # a PodTemplateSpec
                 return
             for key, value in node.items():
-                if isinstance(key, str) and key not in ("metadata", "status"):
-                    walk(value, f"{path}.{key}", meta, replicas, depth + 1)
+                if not isinstance(key, str) or key in ("metadata", "status") or key in _NOT_ROLES:
+                    continue
+                size = value.get("size") if key in _GROUP_FIELDS and isinstance(value, dict) else None
+                inner_group = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else group
+                walk(value, f"{path}.{key}", meta, replicas, inner_group, depth + 1)
         elif isinstance(node, list):
             for i, item in enumerate(node):
                 name = item.get("name") if isinstance(item, dict) else None
                 label = f"{path}[{name}]" if isinstance(name, str) and name else f"{path}[{i}]"
-                walk(item, label, meta, replicas, depth + 1)
+                walk(item, label, meta, replicas, group, depth + 1)
 
-    walk(spec, "spec", {}, 1, 0)
+    walk(spec, "spec", {}, 1, 1, 0)
     return found
 
 
@@ -78,9 +87,10 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet | None:
     api = str(obj.get("apiVersion") or "")
     out = []
     warnings = []
-    for path, pod_meta, pod, replicas in specs:
+    for path, pod_meta, pod, replicas, group in specs:
         role = _role_name(path)
-        out.append(Role(role, PodView(kind, ns, name, inherit_annotations(pod_meta, meta), pod, role, 1), 1, replicas))
+        view = PodView(kind, ns, name, inherit_annotations(pod_meta, meta), pod, role, group)
+        out.append(Role(role, view, group, replicas * group))
         warnings.append(f"{kind.lower()}/{name} ({role}): {kind}{' (' + api + ')' if api else ''} is read "
                         f"generically: the pod spec at {path}, as its operator would run it unchanged")
     return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)

@@ -38,6 +38,8 @@ SOURCES = (
         "config/crd/full/serving.kserve.io_servingruntimes.yaml",
         "config/crd/full/serving.kserve.io_clusterservingruntimes.yaml",
     )),
+    CrdSource("github.com/argoproj/argo-workflows/v3", "v3.6.5",
+              ("manifests/base/crds/minimal/argoproj.io_workflows.yaml",)),
 )
 
 

@@ -192,3 +192,25 @@ def test_wide_ep_lws_and_the_pods_it_makes_are_admitted_and_bound(
         assert made.stderr == "" or "may not fit" not in made.stderr, made.stderr
     bound = {cluster.wait_pod_bound(n, namespace) for n in ("r1-decode-0", "r1-decode-0-1")}
     assert bound == {"k-h200-0", "k-h200-1"}
+
+
+def argo_workflow(name: str, model: str) -> dict[str, Any]:
+    # The shape of argo-workflows examples: a steps template calling a container template with a GPU limit.
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": name},
+            "spec": {"entrypoint": "main", "arguments": {"parameters": [{"name": "model", "value": model}]},
+                     "templates": [
+                         {"name": "main", "steps": [[{"name": "s", "template": "serve"}]]},
+                         {"name": "serve", "container": {
+                             "image": "vllm/vllm-openai:v0.8.5",
+                             "command": ["vllm", "serve", "{{workflow.parameters.model}}", "--max-model-len", "8192"],
+                             "resources": {"limits": {GPU_RESOURCE: "1"}}}}]}}
+
+
+def test_argo_workflow_that_no_gpu_holds_is_denied_naming_its_template(
+    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path
+) -> None:
+    r = apply(cluster, tmp_path, argo_workflow("big", HUGE_ID), namespace)
+    assert r.returncode != 0, r.stdout
+    assert re.search(re.escape(DENIED) + r"workflow/big \(serve\): " + NEEDS, r.stderr), r.stderr
+    ok = apply(cluster, tmp_path, argo_workflow("small", SMALL_ID), namespace)
+    assert ok.returncode == 0 and "workflow.argoproj.io/small created" in ok.stdout, ok.stderr

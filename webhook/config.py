@@ -114,6 +114,12 @@ class Admission(_Section):
     device_fault_exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(default_factory=list)
     validation_failure_mode: Literal["deny", "allow"] = "deny"
     max_body_bytes: int = 3 * 1024 * 1024
+    # Read the ConfigMaps a workload's env refers to (configMapKeyRef, envFrom), in its own namespace, to judge
+    # the flags they carry (needs get on configmaps; the chart grants it with this on). Never Secrets.
+    read_configmaps: bool = True
+    configmap_ttl_seconds: float = Field(30.0, gt=0)
+    # How long one review may wait for ConfigMap reads before it is judged without them.
+    configmap_budget_seconds: float = Field(1.0, gt=0)
 
 
 class Server(_Section):

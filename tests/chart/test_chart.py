@@ -635,8 +635,11 @@ def test_least_privilege_per_role(render: Render) -> None:
     read = {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("get", "list", "watch")}
     read |= {("resource.k8s.io", r, v) for r in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
              for v in ("get", "list", "watch")}  # DRA inventory and the claims pods refer to
-    assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == read
+    # Admission reads the ConfigMaps a workload's env names (get only; config.admission.read_configmaps).
+    assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == read | {("", "configmaps", "get")}
     assert grants(rules_of(objs, "ClusterRole", "vramgate-extender")) == read
+    off = render({"config": {"admission": {"read_configmaps": False}}}, namespace=NS)
+    assert grants(rules_of(off, "ClusterRole", "vramgate-webhook")) == read
     controller = grants(rules_of(objs, "ClusterRole", "vramgate-controller"))
     assert controller == (
         {("", "nodes", v) for v in ("get", "list", "watch", "patch", "update")}

@@ -214,3 +214,28 @@ def test_argo_workflow_that_no_gpu_holds_is_denied_naming_its_template(
     assert re.search(re.escape(DENIED) + r"workflow/big \(serve\): " + NEEDS, r.stderr), r.stderr
     ok = apply(cluster, tmp_path, argo_workflow("small", SMALL_ID), namespace)
     assert ok.returncode == 0 and "workflow.argoproj.io/small created" in ok.stdout, ok.stderr
+
+
+def configmap_deployment(name: str, configmap: str) -> dict[str, Any]:
+    c = gpu_container("vllm", ["vllm", "serve", "$(MODEL_ID)", "--max-model-len", "8192"])
+    c["env"] = [{"name": "MODEL_ID", "valueFrom": {"configMapKeyRef": {"name": configmap, "key": "model"}}}]
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [c]}}}}
+
+
+def test_env_from_a_configmap_is_read_at_admission(
+    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path
+) -> None:
+    """The model named in a ConfigMap the Deployment's env refers to is the model judged (as `check -f` does)."""
+    for cm, model in (("big-model", HUGE_ID), ("small-model", SMALL_ID)):
+        made = apply(cluster, tmp_path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm},
+                                         "data": {"model": model}}, namespace)
+        assert made.returncode == 0, made.stderr
+    r = apply(cluster, tmp_path, configmap_deployment("from-cm", "big-model"), namespace)
+    assert r.returncode != 0, r.stdout
+    denied = 'admission webhook "validate.vramgate.io" denied the request: deployment/from-cm: needs '
+    assert denied in r.stderr, r.stderr
+    ok = apply(cluster, tmp_path, configmap_deployment("from-cm-small", "small-model"), namespace)
+    assert ok.returncode == 0 and "deployment.apps/from-cm-small created" in ok.stdout, ok.stderr
+    assert "ConfigMap or Secret vramgate cannot read" not in ok.stderr

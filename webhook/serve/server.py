@@ -27,6 +27,8 @@ from fastapi import FastAPI
 
 from ..cluster.snapshot import InventorySource, StaticInventory
 from ..config import Config
+from ..kube.apiserver import RawApi
+from ..kube.configmaps import ConfigMapReader
 from ..kube.manifests import load_inventory
 from ..metrics import Metrics
 from ..tls.certs import make_bundle, service_dns_names
@@ -53,6 +55,19 @@ def build_inventory(args: argparse.Namespace, config: Config, metrics: Metrics) 
     from ..kube.nodecache import KubeInventory
 
     return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics)
+
+
+def configmap_reader(config: Config, inventory: InventorySource, kubeconfig: str | None) -> ConfigMapReader | None:
+    """The ConfigMap reader of an instance that admits in a cluster (none for ``--nodes``, or when turned off)."""
+    if isinstance(inventory, StaticInventory) or not config.admission.read_configmaps:
+        return None
+
+    def api() -> RawApi:
+        from ..kube.client import api_client
+
+        return RawApi(api_client(kubeconfig or getattr(inventory, "kubeconfig", None)), timeout=2.0)
+
+    return ConfigMapReader(api, ttl=config.admission.configmap_ttl_seconds)
 
 
 def _write_atomic(path: Path, data: bytes, mode: int) -> None:
@@ -281,7 +296,8 @@ def serve(args: argparse.Namespace, config: Config) -> int:
         return 2
     metrics = Metrics()
     inventory = build_inventory(args, config, metrics)
-    state = AppState(config, inventory, role=args.role, metrics=metrics)
+    state = AppState(config, inventory, role=args.role, metrics=metrics,
+                     configmaps=configmap_reader(config, inventory, getattr(args, "kubeconfig", None)))
     server = make_server(state, reloader, args.host, args.port, getattr(args, "kubeconfig", None),
                          dev=bool(getattr(args, "dev", False)))
     handled = (signal.SIGTERM, signal.SIGINT)

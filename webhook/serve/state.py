@@ -8,6 +8,7 @@ from typing import Literal
 
 from ..cluster.snapshot import FixedInventory, InventorySource
 from ..config import Config
+from ..kube.configmaps import ConfigMapReader
 from ..metrics import Metrics
 from ..models.catalog import Catalog, builtin_catalog
 from .answers import AnswerCache
@@ -51,6 +52,8 @@ class AppState:
     answers: AnswerCache = field(default_factory=AnswerCache, repr=False)
     # The scheduler extender's decisions (and its cache of pod needs), over this instance's inventory.
     extender: Extender = field(init=False, repr=False)
+    # ConfigMaps admission reads for env (None: a fixed inventory, no cluster to read from).
+    configmaps: ConfigMapReader | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.placeable = PlaceableWorkloads(lambda: self.config.admission, lambda: self.inventory.snapshot())

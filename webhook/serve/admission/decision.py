@@ -14,7 +14,7 @@ from ...config import Config, Enforcement
 from ...decide.mutation import OUTPUT_ANNOTATIONS, mutation
 from ...decide.placement import Need
 from ...decide.verdict import Judgement, judge
-from ...kinds import CUSTOM_KINDS, TEMPLATE_PATHS, WorkloadError, is_builtin, pod_view
+from ...kinds import CUSTOM_KINDS, TEMPLATE_PATHS, Runtimes, WorkloadError, is_builtin, pod_view
 from ...models.catalog import Catalog
 from ...units.declaration import ANNOTATION_PREFIX
 from ..answers import Answer, Cached
@@ -96,8 +96,12 @@ def _with_kind(obj: dict[str, Any], req: AdmissionRequest) -> dict[str, Any]:
     return {**obj, "kind": req["kind"]["kind"]}
 
 
-def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
-    """The answer for one request. Never raises: an unexpected error answers per the failure mode."""
+def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: Runtimes | None = None) -> Answer:
+    """The answer for one request. Never raises: an unexpected error answers per the failure mode.
+
+    ``runtimes`` holds the ConfigMaps the object's env refers to, read by the route; an answer that read them
+    is not remembered (a ConfigMap changes without the object changing).
+    """
     op = req["operation"]
     if op in ("DELETE", "CONNECT"):
         return Answer(True, "operation")
@@ -132,10 +136,10 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
         obj = _with_kind(obj, req)
         # The same object against the same snapshot, config and catalog gets the same answer (see answers.py).
         catalog = state.catalog
-        key = state.answers.key(webhook, namespace, enforcement, obj)
+        key = state.answers.key(webhook, namespace, enforcement, obj) if runtimes is None else None
         cached = state.answers.get(key, snapshot, config, catalog) if key is not None else None
         if cached is None:
-            cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook)
+            cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook, runtimes)
             if key is not None:
                 state.answers.put(key, cached, snapshot, config, catalog)
         if cached.remember is not None:
@@ -147,9 +151,10 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook) -> Answer:
 
 
 def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str,
-            enforcement: Enforcement, webhook: Webhook) -> Cached:
+            enforcement: Enforcement, webhook: Webhook, runtimes: Runtimes | None = None) -> Cached:
     """The answer for an object past the exclusions, and what /validate records of it: a function of the arguments."""
-    judgement = judge(obj, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement)
+    judgement = judge(obj, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement,
+                      runtimes=runtimes)
     if webhook == "validate":
         remember = None
         if judgement.allowed and judgement.demand is not None and obj.get("kind") != "Pod":

@@ -6,11 +6,13 @@ import logging
 import time
 from typing import Any
 
+import anyio.to_thread
 from fastapi import APIRouter
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from ...kinds import KINDS
+from ...kinds import KINDS, Runtimes
+from ...kube.configmaps import configmap_refs
 from ..answers import Answer
 from ..bodies import BadContentLength, BodyTooLarge, read_limited
 from ..logs import info_fast
@@ -57,8 +59,9 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     except BadReview as exc:
         metrics.bad_requests.labels(webhook, exc.reason).inc()
         return _plain(400, str(exc))
+    runtimes = await _configmaps_of(state, req)
     try:
-        answer = decide(state, req, webhook)
+        answer = decide(state, req, webhook, runtimes)
     except Exception:  # decide() answers its own errors; this is the last line of defence against a 500
         log.exception("admission failed", extra={"fields": {"uid": req["uid"], "webhook": webhook}})
         answer = failure_answer(state, webhook)
@@ -75,6 +78,25 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     if log.isEnabledFor(logging.INFO):
         info_fast(log, "review", _fields(req, webhook, verdict, answer, elapsed))
     return Response(body, media_type="application/json")
+
+
+async def _configmaps_of(state: AppState, req: Any) -> Runtimes | None:
+    """The ConfigMaps the object's env refers to, read off the event loop within the review's budget (or None)."""
+    reader = state.configmaps
+    obj = req.get("object")
+    if reader is None or req.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+        return None
+    names = configmap_refs(obj)
+    namespace = req.get("namespace")
+    if not names or not isinstance(namespace, str) or not namespace:
+        return None
+    deadline = time.monotonic() + state.config.admission.configmap_budget_seconds
+    try:
+        found = await anyio.to_thread.run_sync(reader.read, namespace, names, deadline)
+    except Exception:  # a read that fails leaves the values unknown, as without the reader
+        log.debug("ConfigMap read failed", exc_info=True)
+        return None
+    return Runtimes.of(found) if found else None
 
 
 def _fields(req: Any, webhook: str, verdict: str, answer: Answer, elapsed: float) -> dict[str, Any]:

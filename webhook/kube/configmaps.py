@@ -1,0 +1,112 @@
+"""ConfigMaps a workload's env refers to, read for admission the way `vramgate check -f` reads them from files.
+
+A Deployment whose vLLM flags come from ``env: valueFrom: configMapKeyRef`` or ``envFrom: configMapRef`` is only
+judged on what it really runs when those values are known. Admission reads the referenced ConfigMaps of the
+object's own namespace (never Secrets) through one ``get`` each, off the event loop, within a budget; a
+ConfigMap is remembered for ``ttl`` seconds, a missing one too. Without the RBAC to read ConfigMaps (403) the
+reader stops asking and the "value not known here" warning stays, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .apiserver import ApiError, RawApi
+
+log = logging.getLogger("vramgate.configmaps")
+# The most references one object may make us read, and how deep its pod specs may sit.
+MAX_REFS = 16
+MAX_DEPTH = 14
+
+
+def configmap_refs(obj: Any) -> list[str]:
+    """Names of the ConfigMaps an object's containers take env from (``configMapKeyRef``, ``envFrom``)."""
+    found: list[str] = []
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > MAX_DEPTH or len(found) >= MAX_REFS:
+            return
+        if isinstance(node, dict):
+            for key in ("configMapKeyRef", "configMapRef"):
+                ref = node.get(key)
+                if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref["name"] not in found:
+                    found.append(ref["name"])
+            for value in node.values():
+                if isinstance(value, dict | list):
+                    walk(value, depth + 1)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, depth + 1)
+
+    walk(obj.get("spec") if isinstance(obj, dict) else None, 0)
+    return found
+
+
+class ConfigMapReader:
+    """A bounded, time-limited cache of ConfigMaps read with ``get`` (thread-safe; calls block: use a thread)."""
+
+    def __init__(self, api: Callable[[], RawApi], ttl: float = 30.0, max_entries: int = 1024) -> None:
+        self._api_factory = api
+        self._api: RawApi | None = None
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._cache: OrderedDict[tuple[str, str], tuple[float, dict[str, Any] | None]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.forbidden = False
+        self.reads = 0
+
+    def _cached(self, key: tuple[str, str]) -> tuple[bool, dict[str, Any] | None]:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] > time.monotonic():
+                return True, hit[1]
+        return False, None
+
+    def _remember(self, key: tuple[str, str], obj: dict[str, Any] | None) -> None:
+        with self._lock:
+            self._cache[key] = (time.monotonic() + self.ttl, obj)
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+
+    def read(self, namespace: str, names: list[str], deadline: float) -> list[dict[str, Any]]:
+        """The ConfigMaps among ``names`` that exist (cached, or read now until ``deadline`` on the monotonic clock)."""
+        out: list[dict[str, Any]] = []
+        for name in names:
+            key = (namespace, name)
+            known, obj = self._cached(key)
+            if not known and not self.forbidden and time.monotonic() < deadline:
+                obj = self._get(namespace, name)
+            if obj is not None:
+                out.append(obj)
+        return out
+
+    def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if self._api is None:
+            self._api = self._api_factory()
+        self.reads += 1
+        try:
+            obj = self._api.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                self._remember((namespace, name), None)
+            elif exc.status in (401, 403):
+                self.forbidden = True
+                log.warning("cannot read ConfigMaps (%s): env from ConfigMaps stays unknown at admission "
+                            "(grant get on configmaps, see docs/admission.md)", exc.status)
+            return None
+        if not isinstance(obj, dict):
+            return None
+        obj = {**obj, "kind": "ConfigMap"}
+        self._remember((namespace, name), obj)
+        return obj
+
+    def entries(self) -> Iterator[tuple[tuple[str, str], dict[str, Any] | None]]:
+        with self._lock:
+            for key, (_, obj) in list(self._cache.items()):
+                yield key, obj

@@ -133,6 +133,11 @@ class Server(_Section):
     # Then at most this long for in-flight requests to finish once the listener is closed.
     shutdown_timeout_seconds: float = Field(20.0, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # A connection that has not delivered a complete request this long after it opened (or after its request
+    # began) is aborted: well above the API server's webhook timeout (at most 30 s by default 10 s).
+    read_deadline_seconds: float = Field(10.0, gt=0)
+    # Connections beyond this are refused at once (None: 90 % of the soft descriptor limit).
+    max_connections: int | None = Field(None, ge=1)
     # The read-only status page at / and /status (inventory, admissions, recent rejections, the fit planner).
     status_page: bool = True
 

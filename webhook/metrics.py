@@ -43,6 +43,13 @@ class Metrics:
             "vramgate_extender_duration_seconds", "Time to answer an extender call",
             ["verb"], buckets=LATENCY_BUCKETS, registry=r,
         )
+        self.connections_closed_slow = Counter(
+            "vramgate_connections_closed_slow", "Connections aborted for not delivering a complete request in time",
+            registry=r,
+        )
+        self.connections_refused = Counter(
+            "vramgate_connections_refused", "Connections refused over server.max_connections", registry=r,
+        )
         self.client_disconnects = Counter(
             "vramgate_client_disconnects", "Requests whose client went away before its body arrived (not an error)",
             ["endpoint"], registry=r,

@@ -34,6 +34,7 @@ from ..metrics import Metrics
 from ..tls.certs import make_bundle, service_dns_names
 from ..tls.reload import CertReloader
 from .app import create_app
+from .connections import ConnectionGuard, DeadlineProtocol, default_max_connections
 from .state import AppState
 
 log = logging.getLogger("vramgate.server")
@@ -198,6 +199,7 @@ class _TLSConfig(uvicorn.Config):
 
     def __init__(self, app: Any, reloader: CertReloader, **kwargs: Any) -> None:
         self.reloader = reloader
+        self.vg_guard: ConnectionGuard | None = None  # read by DeadlineProtocol
         super().__init__(app, ssl_certfile=str(reloader.cert_path), ssl_keyfile=str(reloader.key_path), **kwargs)
 
     def load(self) -> None:
@@ -250,8 +252,12 @@ def make_server(
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=min(graceful, DEV_GRACEFUL_TIMEOUT_S) if fast else graceful,
+        http=DeadlineProtocol,
         **kwargs,
     )
+    server_config = state.config.server
+    config.vg_guard = ConnectionGuard(server_config.read_deadline_seconds,
+                                      server_config.max_connections or default_max_connections(), state.metrics)
     return GracefulServer(config, state, 0.0 if fast else state.config.server.shutdown_delay_seconds)
 
 

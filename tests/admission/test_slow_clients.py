@@ -1,0 +1,88 @@
+"""Slow clients against `vramgate serve` with a lowered descriptor limit: held connections are aborted at the read
+deadline, connections beyond the bound are refused at once, and fresh connections are served again."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .helpers import EXAMPLES
+from .test_server import VRAMGATE, free_port, wait_ready
+from .tlsutil import client_context, request
+
+NOFILE = 256  # a small container's soft limit, scaled down
+HELD = 300  # more slow clients than descriptors
+DEADLINE = 2.0
+
+
+def _limit_descriptors() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+
+
+@pytest.fixture
+def limited(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"server:\n  read_deadline_seconds: {DEADLINE}\n  shutdown_delay_seconds: 0\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
+         "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_limit_descriptors,
+    )
+    try:
+        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
+        yield port, tmp_path / "certs" / "ca.crt"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _slow(port: int, ctx: ssl.SSLContext, i: int) -> ssl.SSLSocket | None:
+    """A TLS connection that sends part of a request and then nothing (three ways, in turn)."""
+    try:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        tls = ctx.wrap_socket(raw, server_hostname="localhost")
+        partial = (b"POST /validate HTTP/1.1\r\nHost: x\r\n",  # half the headers
+                   b"POST /valid",  # half the request line
+                   b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")[i % 3]  # half the body
+        tls.sendall(partial)
+        return tls
+    except OSError:
+        return None  # refused over the bound, or out of descriptors on our side
+
+
+def _metric(port: int, ca: Path, name: str) -> float:
+    status, _, body = request(port, client_context(ca), path="/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_slow_clients_are_cut_at_the_deadline_and_fresh_ones_served(limited: tuple[int, Path]) -> None:
+    port, ca = limited
+    ctx = client_context(ca)
+    started = time.monotonic()
+    held = [s for s in (_slow(port, ctx, i) for i in range(HELD)) if s is not None]
+    # While they are held, the bound (90 % of 256 descriptors) refuses the rest at once instead of letting the
+    # process run out of descriptors; a fresh request is refused too.
+    with pytest.raises(OSError):
+        request(port, ctx, path="/healthz")
+    # Once the deadline has passed, every held connection is aborted and fresh connections are answered.
+    time.sleep(max(0.0, started + DEADLINE + 1.5 - time.monotonic()))
+    assert request(port, ctx, path="/healthz")[0] == 200
+    refused = _metric(port, ca, "vramgate_connections_refused_total")
+    closed = _metric(port, ca, "vramgate_connections_closed_slow_total")
+    assert refused > 0
+    assert closed >= 0.8 * (HELD - refused), (closed, len(held), refused)
+    for s in held:
+        s.close()
+    assert sum(request(port, ctx, path="/healthz")[0] == 200 for _ in range(20)) == 20

@@ -170,3 +170,16 @@ def test_backoff_is_exponential_with_jitter_and_capped() -> None:
     assert len({round(d, 6) for d in delays[3:]}) == 3  # jittered, not a fixed cap
     b.reset()
     assert 0.5 <= b.next() <= 1
+
+
+def test_the_retry_backoff_is_capped_at_a_few_seconds() -> None:
+    """After an API server restart the watch retries within seconds (the cap was 30 s: 11–19 s blind)."""
+    import inspect
+    import random
+
+    from webhook.kube.nodecache import Backoff
+
+    cap = inspect.signature(KubeInventory.__init__).parameters["backoff_cap_s"].default
+    assert cap <= 3.0
+    b = Backoff(base=0.5, cap=cap, rng=random.Random(7))
+    assert max(b.next() for _ in range(40)) <= cap

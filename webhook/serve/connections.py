@@ -102,6 +102,16 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def shutdown(self) -> None:
+        """At shutdown an idle keep-alive connection is aborted, not closed: a TLS close waits for the peer's
+        close_notify, which an idle API-server connection never sends, and uvicorn then logs "timeout graceful
+        shutdown exceeded" at error level with nothing in flight."""
+        if self.cycle is None or self.cycle.response_complete:
+            self._disarm()
+            self.transport.abort()
+        else:
+            super().shutdown()
+
     def _arm(self) -> None:
         if self._guard is not None and self._read_timer is None:
             self._read_timer = self.loop.call_later(self._guard.read_deadline, self._too_slow)

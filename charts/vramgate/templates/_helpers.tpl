@@ -278,6 +278,11 @@ env:
     valueFrom:
       fieldRef:
         fieldPath: metadata.namespace
+  # The extender sizes its body limit to this (webhook/serve/limits.py); the cgroup says the same where readable.
+  - name: VRAMGATE_MEMORY_LIMIT_BYTES
+    valueFrom:
+      resourceFieldRef:
+        resource: limits.memory
 {{- end }}
 
 {{/* HTTPS probes on a vramgate container's port. */}}

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from ..bodies import BadContentLength, BodyTooLarge, read_limited
+from ..limits import container_memory_limit, extender_body_limit, release_memory, too_large_hint
 from ..state import AppState
 from .decide import Extender
 from .wire import BadRequest
@@ -30,16 +31,21 @@ def extender_of(request: Request) -> tuple[AppState, Extender]:
     return state, state.extender
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, hint: str = "") -> bytes:
     """The request body, or BadRequest (413 past ``limit`` bytes, 400 for a bad Content-Length)."""
     try:
         return await read_limited(request, limit)
     except BodyTooLarge as exc:
         reason = (f"body of {exc.declared} bytes exceeds the limit of {limit}" if exc.declared is not None
-                  else f"body exceeds the limit of {limit} bytes")
+                  else f"body exceeds the limit of {limit} bytes") + hint
         raise BadRequest(reason, status=413, code="too-large") from None
     except BadContentLength as exc:
         raise BadRequest(str(exc)) from None
+
+
+# One large body decoded at a time: four 56 MB bodies at once peaked at 2.9 GiB, now 0.9 (docs/reliability.md).
+_LARGE = anyio.Lock()
+_MEMORY_LIMIT = container_memory_limit()
 
 
 async def _serve(request: Request, verb: str, decide: Callable[[Extender, bytes], bytes], on_error: bytes) -> Response:
@@ -47,9 +53,14 @@ async def _serve(request: Request, verb: str, decide: Callable[[Extender, bytes]
     metrics = state.metrics
     started = time.perf_counter()
     try:
-        body = await read_body(request, state.config.extender.max_body_bytes)
+        configured = state.config.extender.max_body_bytes
+        limit = extender_body_limit(configured, _MEMORY_LIMIT)
+        body = await read_body(request, limit, too_large_hint(limit, configured, _MEMORY_LIMIT))
         if len(body) > _OFFLOAD_BYTES:
-            out = await anyio.to_thread.run_sync(decide, ext, body)
+            async with _LARGE:
+                out = await anyio.to_thread.run_sync(decide, ext, body)
+                del body
+                release_memory()
         else:
             out = decide(ext, body)
     except BadRequest as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 from collections.abc import Iterator
 
@@ -23,8 +25,8 @@ MiB = 1024 * 1024
 
 @pytest.fixture()
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Running]:
-    # A 160 MiB container holds (160 - 128) MiB / 10 = 3.2 MiB of body; the configured 64 MiB does not apply.
-    monkeypatch.setattr(routes, "_MEMORY_LIMIT", 160 * MiB)
+    # A 384 MiB container holds (192 - 144) MiB / 16 = 3 MiB of body; the configured 64 MiB does not apply.
+    monkeypatch.setattr(routes, "_MEMORY_LIMIT", 384 * MiB)
     state = AppState(Config(extender=Extender()), FixedInventory(fixed_snapshot()), role="extender")
     with serve_app(create_app(state)) as running:
         yield running
@@ -38,10 +40,10 @@ def names_body(size: int) -> bytes:
 
 def test_body_limit_is_derived_from_the_memory_limit() -> None:
     assert limits.extender_body_limit(64 * MiB, None) == 64 * MiB
-    assert limits.extender_body_limit(64 * MiB, 512 * MiB) == (512 - 128) * MiB // 10
+    assert limits.extender_body_limit(64 * MiB, 512 * MiB) == (256 - 144) * MiB // 16
     assert limits.extender_body_limit(16 * MiB, 4096 * MiB) == 16 * MiB
-    assert limits.extender_body_limit(64 * MiB, 100 * MiB) == limits.MIN_BODY_BYTES
-    assert "memory limit" in limits.too_large_hint(3 * MiB, 64 * MiB, 160 * MiB)
+    assert limits.extender_body_limit(64 * MiB, 200 * MiB) == limits.MIN_BODY_BYTES
+    assert "memory limit" in limits.too_large_hint(3 * MiB, 64 * MiB, 384 * MiB)
     assert "max_body_bytes" in limits.too_large_hint(64 * MiB, 64 * MiB, 4096 * MiB)
 
 
@@ -61,8 +63,8 @@ def test_a_body_past_the_memory_derived_limit_gets_413_that_says_what_to_raise(s
     with server.client() as c:
         r = c.post("/scheduler/filter", content=names_body(4 * MiB))
         assert r.status_code == 413, r.text
-        assert "160 MiB memory limit" in r.text and "nodeCacheCapable" in r.text
-        r = c.post("/scheduler/filter", content=names_body(2 * MiB))
+        assert "384 MiB memory limit" in r.text and "nodeCacheCapable" in r.text
+        r = c.post("/scheduler/filter", content=names_body(int(2.5 * MiB)))
         assert r.status_code == 200, r.text
         out = orjson.loads(r.content)
     assert out["NodeNames"] == [] and all(v.startswith("NotInInventory") for v in out["FailedNodes"].values())
@@ -84,3 +86,22 @@ def test_large_bodies_at_once_are_all_answered(server: Running) -> None:
     assert statuses == [200] * 4
     with server.client() as c:
         assert c.get("/healthz").status_code == 200
+
+
+def _send_and_vanish(server: Running, body: bytes, declared: int) -> None:
+    """Post ``body`` (declaring ``declared`` bytes) over TLS and close without reading the answer."""
+    context = ssl.create_default_context(cafile=str(server.ca_path))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % declared + body)
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["gone-before-the-answer", "gone-mid-body"])
+def test_a_scheduler_that_vanishes_gives_the_large_body_slot_back(server: Running, whole: bool) -> None:
+    body = names_body(int(1.5 * MiB))
+    for _ in range(3):
+        _send_and_vanish(server, body if whole else body[: len(body) // 2], len(body))
+    # Were the slot kept by a vanished client, this would wait for ever (the client's timeout is 10 s).
+    with server.client() as c:
+        assert c.post("/scheduler/filter", content=body).status_code == 200

@@ -1,11 +1,11 @@
 """What the process may use: its container's memory limit, and the extender body limit derived from it.
 
-Measured on this service (bench figures in docs/reliability.md): a NodeList body (``nodeCacheCapable: false``)
-decodes into ~8 bytes of Python objects per byte of JSON (45.8 MB of 20,000 Nodes: 431 MiB peak RSS from 83 MiB),
-so the body limit a pod can take follows from its memory limit: the limit less the process's own
-``BASELINE_BYTES``, over ``BYTES_PER_BODY_BYTE`` (10: the measured 8 with headroom), never more than
-``extender.max_body_bytes``. Large bodies are decoded one at a time (the routes hold a lock), so concurrent
-ones do not multiply the peak.
+Measured on this service (docs/reliability.md): the worst body shape, ``NodeNames`` of names the inventory
+does not know, costs ~12 bytes of peak RSS per body byte (decoded strings, the verdict map and an answer three
+times the body); a NodeList body (``nodeCacheCapable: false``) ~8. The peak must stay under half the container's
+limit, so the body limit is half the limit less the process's own ``BASELINE_BYTES``, over
+``BYTES_PER_BODY_BYTE``, never more than ``extender.max_body_bytes``. Large bodies are read and decoded one at a
+time (the routes hold a lock), so concurrent ones do not add up.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-BYTES_PER_BODY_BYTE = 10
-BASELINE_BYTES = 128 * 1024 * 1024
+BYTES_PER_BODY_BYTE = 16
+BASELINE_BYTES = 144 * 1024 * 1024
 MIN_BODY_BYTES = 1024 * 1024
 _UNLIMITED = 1 << 60
 
@@ -38,7 +38,7 @@ def extender_body_limit(max_body_bytes: int, memory_limit: int | None) -> int:
     """The largest extender body this process takes: the configured limit, lowered to what its memory holds."""
     if memory_limit is None:
         return max_body_bytes
-    holds = (memory_limit - BASELINE_BYTES) // BYTES_PER_BODY_BYTE
+    holds = (memory_limit // 2 - BASELINE_BYTES) // BYTES_PER_BODY_BYTE
     return max(MIN_BODY_BYTES, min(max_body_bytes, holds))
 
 

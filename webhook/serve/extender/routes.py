@@ -10,6 +10,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope, Send
 
 from ..bodies import BadContentLength, BodyTooLarge, read_limited
 from ..limits import container_memory_limit, extender_body_limit, release_memory, too_large_hint
@@ -43,12 +44,54 @@ async def read_body(request: Request, limit: int, hint: str = "") -> bytes:
         raise BadRequest(str(exc)) from None
 
 
-# One large body decoded at a time: four 56 MB bodies at once peaked at 2.9 GiB, now 0.9 (docs/reliability.md).
-_LARGE = anyio.Lock()
+# One large body at a time, from reading it to sending its answer: the slot is taken before the body is read,
+# so the others wait in their sockets (uvicorn pauses reading), not in memory. Four 56 MB bodies at once peaked
+# at 2.9 GiB before; the measured figures are in docs/reliability.md.
 _MEMORY_LIMIT = container_memory_limit()
 
 
+def _large(request: Request) -> bool:
+    """Whether the body may be large: declared over the offload size, or not declared (chunked)."""
+    declared = request.headers.get("content-length")
+    return declared is None or not declared.isdigit() or int(declared) > _OFFLOAD_BYTES
+
+
+def _large_slot(request: Request) -> anyio.Semaphore:
+    """The app's one slot for large bodies (a semaphore, not a lock: the answer's sender releases it)."""
+    slot: anyio.Semaphore | None = getattr(request.app.state, "extender_large_slot", None)
+    if slot is None:
+        slot = request.app.state.extender_large_slot = anyio.Semaphore(1)
+    return slot
+
+
+class _ReleasedWhenSent(Response):
+    """An answer that gives the large-body slot back once it has been sent, or failed to be."""
+
+    def __init__(self, answer: Response, slot: anyio.Semaphore) -> None:
+        super().__init__(answer.body, status_code=answer.status_code, media_type=answer.media_type)
+        self._slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._slot.release()
+
+
 async def _serve(request: Request, verb: str, decide: Callable[[Extender, bytes], bytes], on_error: bytes) -> Response:
+    if not _large(request):
+        return await _answer(request, verb, decide, on_error)
+    slot = _large_slot(request)
+    await slot.acquire()
+    try:
+        answer = await _answer(request, verb, decide, on_error)
+    except BaseException:
+        slot.release()
+        raise
+    return _ReleasedWhenSent(answer, slot)
+
+
+async def _answer(request: Request, verb: str, decide: Callable[[Extender, bytes], bytes], on_error: bytes) -> Response:
     state, ext = extender_of(request)
     metrics = state.metrics
     started = time.perf_counter()
@@ -57,10 +100,9 @@ async def _serve(request: Request, verb: str, decide: Callable[[Extender, bytes]
         limit = extender_body_limit(configured, _MEMORY_LIMIT)
         body = await read_body(request, limit, too_large_hint(limit, configured, _MEMORY_LIMIT))
         if len(body) > _OFFLOAD_BYTES:
-            async with _LARGE:
-                out = await anyio.to_thread.run_sync(decide, ext, body)
-                del body
-                release_memory()
+            out = await anyio.to_thread.run_sync(decide, ext, body)
+            del body
+            release_memory()
         else:
             out = decide(ext, body)
     except BadRequest as exc:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
+import pytest
+
 from webhook.config import Config
 
 from .conftest import use
@@ -115,3 +117,15 @@ def test_status_page_off_by_config(svc: Service) -> None:
     assert svc.client.get("/").status_code == 404
     assert svc.client.get("/status").status_code == 404
     assert svc.client.get("/inventory").status_code == 200
+
+
+def test_a_stale_inventory_is_said_on_the_page_and_in_inventory(svc: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert svc.client.get("/inventory").json()["staleness_seconds"] is None  # a file: never stale
+    assert "stale" not in page(svc)[0].ids
+    monkeypatch.setattr(svc.state.inventory, "staleness", lambda: 30.04)
+    assert svc.client.get("/inventory").json()["staleness_seconds"] == 30.0
+    dom, text = page(svc)
+    assert "last heard from the API server 30 s ago" in text and "stale" not in dom.ids
+    monkeypatch.setattr(svc.state.inventory, "staleness", lambda: 300.0)
+    dom, text = page(svc)
+    assert "stale" in dom.ids and "verdicts use the nodes as they were then" in text

@@ -95,6 +95,9 @@ class Inventory:
     def snapshot(self) -> Snapshot:
         return self.snap
 
+    def staleness(self) -> float | None:
+        return None
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...

@@ -131,6 +131,7 @@ class FakeApi:
         self.calls: list[tuple[str, str, str | None]] = []
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        self.up = True  # what ready() answers
 
     def list_page(self, kind: Kind, *, limit: int, cont: str | None) -> dict[str, Any]:
         with self._lock:
@@ -156,6 +157,12 @@ class FakeApi:
 
     def interrupt(self) -> None:
         self._stopped.set()
+
+    def ready(self) -> bool:
+        with self._lock:
+            self.calls.append(("ready", "", None))
+            return self.up
+
 
     def count(self, what: str, kind: str) -> int:
         with self._lock:

@@ -183,3 +183,38 @@ def test_the_retry_backoff_is_capped_at_a_few_seconds() -> None:
     assert cap <= 3.0
     b = Backoff(base=0.5, cap=cap, rng=random.Random(7))
     assert max(b.next() for _ in range(40)) <= cap
+
+
+def _slow_backoff(api: FakeApi) -> KubeInventory:
+    return KubeInventory(CFG, api=api, backoff_base_s=8.0, backoff_cap_s=8.0)
+
+
+def test_a_returning_api_server_is_relisted_at_once_not_after_the_backoff() -> None:
+    """The probe ends the wait: down (probe fails), then up again, and the list is retried within a probe or two."""
+    api = base_api()
+    api.up = False
+    api.lists["Node"] = [ConnectionRefusedError("api server down"), api.lists["Node"][0]]
+    inv = _slow_backoff(api)
+    asyncio.run(inv.start())
+    try:
+        wait_for(lambda: api.count("ready", "") >= 2)  # the Node thread is waiting, and has seen the API down
+        assert api.count("list", "Node") == 1
+        back = time.monotonic()
+        api.up = True
+        wait_for(lambda: inv.snapshot().synced, timeout=4.0)  # the back-off alone would wait 4-8 s
+        assert time.monotonic() - back < 2 * KubeInventory.PROBE_INTERVAL_S + 0.5
+    finally:
+        asyncio.run(inv.stop())
+
+
+def test_an_api_server_that_answers_but_fails_keeps_the_backoff() -> None:
+    """Up all along (a 500 on the list, say): the probe never cuts the wait, so a failing list is not hammered."""
+    api = base_api()
+    api.lists["Node"] = [RuntimeError("500 internal error"), api.lists["Node"][0]]
+    inv = _slow_backoff(api)
+    asyncio.run(inv.start())
+    try:
+        wait_for(lambda: api.count("ready", "") >= 4)  # a second of probing, each answered "up"
+        assert api.count("list", "Node") == 1 and not inv.snapshot().synced
+    finally:
+        asyncio.run(inv.stop())

@@ -140,6 +140,10 @@ class InventorySource(Protocol):
 
     def snapshot(self) -> Snapshot: ...
 
+    def staleness(self) -> float | None:
+        """Seconds since the API server last said anything; None for a fixed inventory (never stale)."""
+        ...
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
@@ -153,6 +157,9 @@ class FixedInventory:
 
     def snapshot(self) -> Snapshot:
         return self._snapshot
+
+    def staleness(self) -> float | None:
+        return None
 
     async def start(self) -> None:
         return None

@@ -505,6 +505,10 @@ class WatchApi(Protocol):
         """Unblock reads in progress (on stop)."""
         ...
 
+    def ready(self) -> bool:
+        """Whether the API server answers now (``/version``): probed while a retry waits, to retry once it is back."""
+        ...
+
 
 class Backoff:
     """Exponential back-off with jitter: a random delay in [d/2, d], d doubling from ``base`` to ``cap``."""
@@ -537,6 +541,7 @@ class KubeApi:
         api = api_client(kubeconfig)
         self._core = client.CoreV1Api(api)
         self._resource = client.ResourceV1Api(api)
+        self._version = client.VersionApi(api)
         self._open: set[Any] = set()
         self._lock = threading.Lock()
 
@@ -590,6 +595,13 @@ class KubeApi:
                 self._open.discard(resp)
             resp.close()
 
+    def ready(self) -> bool:
+        try:  # /version: served by every version of both, and readable by anyone (system:public-info-viewer)
+            self._version.get_code(_request_timeout=(1, 2))
+        except Exception:
+            return False
+        return True
+
     def interrupt(self) -> None:
         with self._lock:
             open_now = list(self._open)
@@ -625,6 +637,8 @@ class KubeInventory:
     """
 
     UNAVAILABLE_RETRY_S = 600
+    # While a retry waits, the API server is probed this often: the watch resumes this soon after its return.
+    PROBE_INTERVAL_S = 0.25
 
     def __init__(self, config: Config, kubeconfig: str | None = None, metrics: Metrics | None = None, *,
                  api: WatchApi | None = None, page_size: int = 500, watch_timeout_s: tuple[int, int] = (300, 600),
@@ -728,10 +742,34 @@ class KubeInventory:
                 if self._stop.is_set():
                     break
                 delay = backoff.next()
-                log.warning("%s %s failed (%s: %s); retrying in %.1fs from resourceVersion %s", kind,
-                            "list" if must_list else "watch", type(exc).__name__, exc, delay,
-                            self._state.resource_version(kind))
-                self._stop.wait(delay)
+                log.warning("%s %s failed (%s: %s); retrying in %.1fs (sooner if the API server comes back) from "
+                            "resourceVersion %s", kind, "list" if must_list else "watch", type(exc).__name__, exc,
+                            delay, self._state.resource_version(kind))
+                self._retry_wait(delay)
+
+    def _retry_wait(self, delay: float) -> None:
+        """Wait ``delay`` seconds, or until the API server, seen down meanwhile, answers again.
+
+        The probe cuts the wait only after a failed probe: an API server that is up but refuses (a 500, a
+        403) keeps the back-off, one that restarts is re-listed within a probe interval of its return.
+        """
+        deadline = time.monotonic() + delay
+        seen_down = False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stop.wait(min(self.PROBE_INTERVAL_S, left)):
+                return
+            up = self._probe()
+            if up and seen_down:
+                return
+            seen_down = seen_down or not up
+
+    def _probe(self) -> bool:
+        assert self._api is not None
+        try:
+            return self._api.ready()
+        except Exception:  # a probe must never end the loop
+            return False
 
     def _list(self, kind: Kind) -> None:
         assert self._api is not None

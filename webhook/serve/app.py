@@ -64,7 +64,9 @@ def create_app(state: AppState) -> FastAPI:
             }
             for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)
         ]
-        return _json({"synced": snap.synced, "revision": snap.revision, "nodes": nodes})
+        stale = state.inventory.staleness()
+        return _json({"synced": snap.synced, "revision": snap.revision,
+                      "staleness_seconds": None if stale is None else round(stale, 1), "nodes": nodes})
 
     @app.get("/")
     @app.get("/status")

@@ -36,6 +36,21 @@ form input,form select{margin-right:.6em}code{background:#f6f8fa;padding:0 .3em}
 """
 
 
+# Watch bookmarks arrive about once a minute on a quiet cluster: two missed ones say the API server is away.
+STALE_AFTER_S = 120.0
+
+
+def _heard(state: AppState) -> str:
+    """How long ago the API server last said anything (nothing for a file inventory), marked when stale."""
+    stale = state.inventory.staleness()
+    if stale is None:
+        return ""
+    text = f"last heard from the API server {stale:.0f} s ago"
+    if stale > STALE_AFTER_S:
+        text = f"<span class=degraded id=stale>{text}: verdicts use the nodes as they were then</span>"
+    return text + " · "
+
+
 def _table(header: tuple[str, ...], rows: list[list[str]], numeric: frozenset[int] = frozenset(),
            table_id: str = "") -> str:
     """An HTML table; cells are already escaped (``rows`` carry HTML)."""
@@ -84,7 +99,7 @@ def render(state: AppState, fit_html: str = "", form: dict[str, str] | None = No
         f"<title>vramgate {escape(version())}</title><style>{_STYLE}</style></head><body>",
         f"<h1>vramgate <span class=muted id=version>{escape(version())}</span></h1>",
         f'<p class=muted id=summary>role {escape(state.role)} · inventory '
-        f'{"synced" if snap.synced else "not synced"} (revision {snap.revision}) · '
+        f'{"synced" if snap.synced else "not synced"} (revision {snap.revision}) · {_heard(state)}'
         f'{"ready" if state.ready else "not ready"} · {len(nodes)} GPU nodes, '
         f'{sum(n.capacity for n in nodes)} GPUs, {sum(snap.free_gpus(n.name) for n in nodes)} free</p>',
         "<h2>Fleet by GPU kind</h2>",

@@ -570,6 +570,12 @@ class ControlPlane:
             ],
         )
 
+    def restart_apiserver(self, down_seconds: float = 2.0) -> None:
+        """Stop kube-apiserver, keep it away ``down_seconds``, start it again on the same port (not waiting)."""
+        self.procs.pop("kube-apiserver").stop()
+        time.sleep(down_seconds)
+        self._start_apiserver()
+
     def _start_kcm(self) -> None:
         pki = self.pki
         self._spawn(

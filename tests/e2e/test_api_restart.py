@@ -1,0 +1,118 @@
+"""kube-apiserver restarted under admission load: every review is answered from the last snapshot meanwhile,
+and a GPU node created after the restart is in vramgate's inventory within 5 s (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.admission.helpers import example, review
+from tests.e2e.harness import ApiError, ControlPlane, control_plane
+from tests.e2e.vramgate_fixture import Vramgate
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ControlPlane]:
+    """A control plane of its own: restarting the shared one's API server would disturb the modules after this."""
+    with control_plane() as cp:
+        yield cp
+
+
+class Load:
+    """One keep-alive client posting /validate reviews of distinct Deployments, as fast as answered."""
+
+    def __init__(self, gate: Vramgate) -> None:
+        self.gate = gate
+        self.answers: list[tuple[int, bool | None]] = []
+        self.staleness: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        base = example("llama3-8b-deployment.yaml")
+        conn = http.client.HTTPSConnection("127.0.0.1", self.gate.port, timeout=10,
+                                           context=self.gate.client_context())
+        i = 0
+        while not self._stop.is_set():
+            obj = copy.deepcopy(base)
+            obj["metadata"]["name"] = f"load-{i}"  # distinct objects: judged, not answered from the cache
+            i += 1
+            body = json.dumps(review(obj, namespace="ml", uid=str(uuid.uuid4()))).encode()
+            try:
+                conn.request("POST", "/validate", body, {"Content-Type": "application/json"})
+                r = conn.getresponse()
+                raw = r.read()
+            except OSError:
+                self.answers.append((0, None))
+                conn.close()
+                continue
+            allowed = json.loads(raw)["response"]["allowed"] if r.status == 200 else None
+            self.answers.append((r.status, allowed))
+            if i % 20 == 0:
+                status, inv = self.gate.get("/inventory")
+                if status == 200:
+                    self.staleness.append(json.loads(inv)["staleness_seconds"])
+        conn.close()
+
+
+def _create(cluster: ControlPlane, gpu_nodes: Callable[..., dict[str, Any]]) -> bool:
+    """Create the node; False while the returning API server still refuses writes."""
+    try:
+        gpu_nodes("restart-h100-b")
+    except ApiError as exc:
+        if exc.status == 409:  # created by an earlier try whose status update failed
+            cluster.delete_node("restart-h100-b")
+        return False
+    except OSError:
+        return False
+    return True
+
+
+def test_api_server_restart_under_load(cluster: ControlPlane, vramgate: Vramgate,
+                                       gpu_nodes: Callable[..., dict[str, Any]]) -> None:
+    gpu_nodes("restart-h100-a")
+    vramgate.wait_inventory({"restart-h100-a"})
+    with Load(vramgate) as load:
+        time.sleep(1)
+        stopped = time.monotonic()
+        cluster.restart_apiserver(down_seconds=15)
+        # As soon as the API server lists nodes again (what the inventory needs), a new GPU node appears.
+        cluster.wait_for("kube-apiserver to list nodes again",
+                         lambda: cluster._get_status("/api/v1/nodes?limit=1") == 200, timeout=60, interval=0.05)
+        back = time.monotonic()
+        cluster.wait_for("the new node to be created", lambda: _create(cluster, gpu_nodes), timeout=30)
+        created = time.monotonic()
+        cluster.wait_for("the node created after the restart in vramgate's inventory",
+                         lambda: "restart-h100-b" in vramgate.inventory_nodes(), timeout=30, interval=0.05)
+        seen_after = time.monotonic() - created
+        time.sleep(0.5)
+    away = back - stopped
+    assert seen_after < 5.0, f"the new node reached the inventory {seen_after:.1f} s after its creation"
+    statuses = {status for status, _ in load.answers}
+    assert statuses == {200}, f"answers by status: {statuses} (0: no answer)"
+    assert all(allowed for _, allowed in load.answers), "a fitting Deployment was denied during the restart"
+    assert len(load.answers) > 50, len(load.answers)
+    # The outage was seen (the API server was away for `away` s) and then forgotten.
+    assert max(load.staleness) >= 2.0, (away, load.staleness)
+    assert vramgate.inventory()["staleness_seconds"] < 2.0
+    print(f"kube-apiserver away {away:.1f} s; {len(load.answers)} reviews answered meanwhile, all allowed; "
+          f"new node in the inventory {seen_after:.2f} s after its creation; peak staleness "
+          f"{max(load.staleness):.1f} s")

@@ -263,3 +263,34 @@ def test_a_dash_dash_after_bash_c_does_not_hide_the_script() -> None:
     [ray, vllm] = commands_of({"command": ["/bin/bash", "-lc", "--"], "args": [
         "ray start --head; vllm serve Qwen/Qwen2.5-Coder-7B-Instruct --tensor-parallel-size 2"]}, {})
     assert ray.words[:2] == ("ray", "start") and vllm.words[-2:] == ("--tensor-parallel-size", "2")
+
+
+def ray_job(entrypoint: str, runtime_env: str, workers: int = 2) -> dict[str, Any]:
+    # kuberay ray-operator/apis/ray/v1/rayjob_types.go: spec.{entrypoint, runtimeEnvYAML, rayClusterSpec}
+    ray = "rayproject/ray:2.46.0"
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "rj", "namespace": "ml"},
+            "spec": {"entrypoint": entrypoint, "runtimeEnvYAML": runtime_env, "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                    {"name": "head", "image": ray}]}}},
+                "workerGroupSpecs": [{"groupName": "gpu", "replicas": workers, "rayStartParams": {}, "template": {
+                    "spec": {"containers": [gpu_container(["ray", "start"], image=ray)]}}}]}}}
+
+
+def test_a_rayjob_entrypoint_is_judged_with_its_runtime_env_on_the_gpu_workers(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    env = "pip: [vllm==0.11.0]\nenv_vars:\n  MODEL_ID: meta-llama/Llama-3.1-8B-Instruct\n  TP: '2'\n"
+    entry = "python -m vllm.entrypoints.openai.api_server --model $MODEL_ID -tp ${TP} --max-model-len 8192"
+    found = roles(ray_job(entry, env))
+    assert found is not None
+    gpu = next(r for r in found.roles if r.name == "gpu")
+    assert gpu.group_size == 2  # TP 2 over workers of one GPU each: one engine spans two pods
+    code, out, _ = run(capsys, tmp_path, [ray_job(entry, env)])
+    assert code == 0 and "ADMIT   rayjob/rj (gpu): " in out and "on each of 2 GPUs" in out and "8.03B" in out, out
+    # Before: "no model named anywhere in the pod"; the 70B model now finds no room on 2 × L4.
+    code, out, _ = run(capsys, tmp_path, [ray_job(entry, env.replace("8B", "70B"))])
+    assert code == 1 and "REJECT  rayjob/rj (gpu): needs " in out, out
+
+
+def test_a_rayjob_with_a_broken_runtime_env_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, tmp_path, [ray_job("vllm serve $MODEL_ID", "env_vars: [unclosed\n")])
+    assert code == 0 and "spec.runtimeEnvYAML is not YAML (line " in out, out

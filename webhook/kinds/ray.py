@@ -7,12 +7,15 @@ template}``), rayjob_types.go (``spec.rayClusterSpec``), rayservice_types.go (``
 (https://docs.ray.io/en/latest/serve/llm/serving-llms.html): ``applications[].args.llm_configs[]`` with
 ``model_loading_config.{model_id, model_source}``, ``engine_kwargs`` (vLLM's engine arguments),
 ``runtime_env.env_vars`` and ``accelerator_type``. A model's tensor × pipeline parallel GPUs form one
-placement group, spread over the worker pods of a GPU group.
+placement group, spread over the worker pods of a GPU group. A RayJob's ``spec.entrypoint`` (a shell command
+the submitter runs; its Ray tasks run on the GPU workers) with the ``env_vars`` of ``spec.runtimeEnvYAML``
+(Ray's runtime_env as a YAML string) is judged as the command of its GPU group, as a Serve deployment is.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +52,7 @@ class LLMApp:
     env: tuple[tuple[str, str], ...]
     gpus: int
     accelerator: str
+    shell: str = ""  # a RayJob entrypoint: run as ``/bin/sh -c`` instead of ``args``
 
 
 def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
@@ -64,6 +68,8 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
     if not isinstance(cluster, dict):
         raise WorkloadError(f"{where} must be a mapping")
     apps = serve_llm_apps(spec.get("serveConfigV2"), warnings) if kind == "RayService" else []
+    if kind == "RayJob" and (app := entrypoint_app(spec, f"rayjob/{name}", warnings)) is not None:
+        apps = [app]
 
     groups: list[tuple[str, dict[str, Any], dict[str, Any], int, int, int]] = []
     h_meta, h_spec = template_parts(as_dict(cluster.get("headGroupSpec")).get("template"),
@@ -125,12 +131,49 @@ def _with_command(spec: dict[str, Any], app: LLMApp, resource: str) -> dict[str,
         return spec
     c = dict(containers[idx])
     c.pop("command", None)
-    c["args"] = list(app.args)
+    if app.shell:
+        c.pop("args", None)
+        c["command"] = ["/bin/sh", "-c", app.shell]
+    else:
+        c["args"] = list(app.args)
     if app.env:
         names = {k for k, _ in app.env}
         c["env"] = [*(e for e in as_list(c.get("env")) if not (isinstance(e, dict) and str(e.get("name")) in names)),
                     *({"name": k, "value": v} for k, v in app.env)]
     return {**spec, "containers": [c if i == idx else x for i, x in enumerate(containers)]}
+
+
+_PARALLEL = {
+    "tp": re.compile(r"(?:^|\s)(?:--tensor-parallel-size|--tensor_parallel_size|--tp-size|--tp|-tp)[=\s]+(\S+)"),
+    "pp": re.compile(r"(?:^|\s)(?:--pipeline-parallel-size|--pipeline_parallel_size|--pp-size|--pp|-pp)[=\s]+(\S+)"),
+}
+
+
+def entrypoint_app(spec: dict[str, Any], where: str, warnings: list[str]) -> LLMApp | None:
+    """A RayJob's entrypoint and runtime env as a deployment of its GPU group; None without an entrypoint."""
+    entry = spec.get("entrypoint")
+    if not isinstance(entry, str) or not entry.strip():
+        return None
+    env: dict[str, str] = {}
+    raw = spec.get("runtimeEnvYAML")
+    if isinstance(raw, str) and raw.strip():
+        try:
+            env = _env_vars(as_dict(yaml.safe_load(raw)))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" (line {mark.line + 1})" if mark is not None else ""
+            warnings.append(f"{where}: spec.runtimeEnvYAML is not YAML{at}; its env_vars are not read")
+
+    def size(key: str) -> int:
+        found = _PARALLEL[key].search(entry)
+        if found is None:
+            return 1
+        value = found.group(1).strip("'\"")
+        if value.startswith("$"):  # $TP or ${TP} from the runtime env
+            value = env.get(value.strip("${}"), "")
+        return int(value) if value.isdigit() and int(value) > 0 else 1
+
+    return LLMApp("the entrypoint", (), tuple(env.items()), size("tp") * size("pp"), "", shell=entry)
 
 
 def serve_llm_apps(raw: Any, warnings: list[str]) -> list[LLMApp]:

@@ -294,3 +294,31 @@ def test_a_rayjob_entrypoint_is_judged_with_its_runtime_env_on_the_gpu_workers(
 def test_a_rayjob_with_a_broken_runtime_env_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run(capsys, tmp_path, [ray_job("vllm serve $MODEL_ID", "env_vars: [unclosed\n")])
     assert code == 0 and "spec.runtimeEnvYAML is not YAML (line " in out, out
+
+
+def train_job(command: list[str] | None, uri: str = "hf://meta-llama/Llama-3.1-8B-Instruct") -> dict[str, Any]:
+    # kubeflow/trainer pkg/apis/trainer/v1alpha1/trainjob_types.go: spec.initializer.model.storageUri
+    trainer: dict[str, Any] = {"numNodes": 1, "resourcesPerNode": {"limits": {"nvidia.com/gpu": 2}}}
+    if command is not None:
+        trainer["command"] = command
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "tj", "namespace": "ml"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}, "initializer": {"model": {"storageUri": uri}},
+                     "trainer": trainer}}
+
+
+def test_a_trainjob_model_is_read_from_its_initializer(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    command = ["torchrun", "--nproc_per_node", "2", "train_sft.py", "--model_name_or_path", "/workspace/model",
+               "--use_peft", "--bf16"]
+    nodes = [gpu_node("h100-0", gpus=8, mem=81559, product="NVIDIA-H100-80GB-HBM3")]
+    code, out, _ = run(capsys, tmp_path, [train_job(command)], nodes)
+    assert code == 0 and "on trainer (lora)" in out and "8.03B" in out, out
+    assert "model-initializer hf://meta-llama/Llama-3.1-8B-Instruct → catalog llama-3.1-8b-instruct" in out
+
+
+def test_a_trainjob_whose_recipe_is_not_visible_names_its_model_but_guesses_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # Full fine-tuning of a 70B model, unsharded, would be "rejected": the recipe (LoRA? FSDP?) is in the runtime.
+    code, out, _ = run(capsys, tmp_path, [train_job(None, "hf://meta-llama/Llama-3.1-70B-Instruct")])
+    assert code == 0 and "no VRAM estimate" in out, out
+    assert "the model is hf://meta-llama/Llama-3.1-70B-Instruct (spec.initializer)" in out

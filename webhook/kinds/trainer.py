@@ -1,7 +1,10 @@
 """Kubeflow Trainer v2 (TrainJob, TrainingRuntime, ClusterTrainingRuntime) and Kubeflow PyTorchJob.
 
 Shapes: https://github.com/kubeflow/trainer/blob/master/pkg/apis/trainer/v1alpha1/trainjob_types.go
-(``spec.runtimeRef.{name, kind}``, ``spec.trainer.{image, command, args, env, numNodes, resourcesPerNode}``),
+(``spec.runtimeRef.{name, kind}``, ``spec.trainer.{image, command, args, env, numNodes, resourcesPerNode}``,
+``spec.initializer.model.storageUri``: what the runtime's ``model-initializer`` job downloads into
+/workspace/model for the trainer, else that job's ``STORAGE_URI`` env — both put on the trainer's pod as the
+init container that downloads it, so the model is found where it is stored),
 trainingruntime_types.go (``spec.mlPolicy.numNodes``, ``spec.template.spec``: a JobSet spec whose
 ``node`` job runs the trainer in its ``node`` container — manifests/base/runtimes/torch_distributed.yaml),
 and https://github.com/kubeflow/training-operator/blob/master/pkg/apis/kubeflow.org/v1/pytorch_types.go
@@ -35,6 +38,8 @@ KINDS = frozenset({"TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PyT
 TRAINER_JOB = "node"
 TRAINER_CONTAINER = "node"
 _ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+MODEL_INITIALIZER = "model-initializer"
+MODEL_PATH = "/workspace/model"  # where the runtimes' model-initializer puts the model (torch_distributed.yaml)
 
 
 def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
@@ -91,22 +96,56 @@ def _trainjob(obj: dict[str, Any], ctx: Context) -> RoleSet:
     nodes = count(trainer.get("numNodes"), rt_nodes or 1, "spec.trainer.numNodes", minimum=1)
     out: list[Role] = []
     found = False
+    uri = _model_uri(spec, jobs)
     for job, pm, pod, pods in jobs:
         if _is_trainer(job, pm, {}) and not found:
             found = True
-            pod = _override(pod, trainer)
+            pod = _with_model_download(_override(pod, trainer), uri)
             out.append(Role(job, PodView(kind, ns, name, inherit_annotations(pm, meta), pod, job, nodes), nodes,
                             nodes))
         else:
             out.append(Role(job, PodView(kind, ns, name, inherit_annotations(pm, meta), pod, job, 1), 1, pods))
     if not found:
-        pod = _override({"containers": [{"name": TRAINER_CONTAINER}]}, trainer)
+        plain = _override({"containers": [{"name": TRAINER_CONTAINER}]}, trainer)
+        pod = _with_model_download(plain, uri)
         if isinstance(rt_name, str) and runtime is None and (ctx.runtimes or pod_gpus(pod, ctx.gpu_resource)):
             warnings.append(f"{kind.lower()}/{name}: {rt_kind} {rt_name!r} is not visible to vramgate here; judged "
                             "from spec.trainer alone")
+        if uri is not None and pod is plain:
+            warnings.append(f"{kind.lower()}/{name}: the model is {uri} (spec.initializer), but the trainer's command "
+                            "is in that runtime: how it trains is unknown here")
         out.append(Role(TRAINER_JOB, PodView(kind, ns, name, inherit_annotations({}, meta), pod, TRAINER_JOB, nodes),
                         nodes, nodes))
     return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)
+
+
+def _model_uri(spec: dict[str, Any], jobs: list[tuple[str, dict[str, Any], dict[str, Any], int]]) -> str | None:
+    """The model's URI: the TrainJob's ``initializer.model.storageUri``, else the runtime initializer's STORAGE_URI."""
+    uri = as_dict(as_dict(spec.get("initializer")).get("model")).get("storageUri")
+    if isinstance(uri, str) and uri.strip():
+        return uri.strip()
+    for job, pm, pod, _ in jobs:
+        if job != MODEL_INITIALIZER and as_dict(pm.get("labels")).get(_ANCESTOR) != MODEL_INITIALIZER:
+            continue
+        for c in as_list(pod.get("containers")):
+            for e in as_list(as_dict(c).get("env")):
+                if isinstance(e, dict) and e.get("name") == "STORAGE_URI" and isinstance(e.get("value"), str):
+                    return str(e["value"]).strip() or None
+    return None
+
+
+def _with_model_download(pod: dict[str, Any], uri: str | None) -> dict[str, Any]:
+    """The trainer pod with the model download as an init container (its own job in Trainer v2, same effect).
+
+    Only where the trainer's command is known: without it (a runtime vramgate cannot see) the recipe, and so
+    whether this trains at all and how it shards, is unknown, and a model alone would be judged as served.
+    """
+    trainer = next((c for c in as_list(pod.get("containers")) if isinstance(c, dict)
+                    and c.get("name") == TRAINER_CONTAINER), None)
+    if uri is None or trainer is None or not (trainer.get("command") or trainer.get("args")):
+        return pod
+    init = {"name": MODEL_INITIALIZER, "image": "kubeflow/model-initializer", "args": [uri, MODEL_PATH]}
+    return {**pod, "initContainers": [*as_list(pod.get("initContainers")), init]}
 
 
 def _override(pod: dict[str, Any], trainer: dict[str, Any]) -> dict[str, Any]:

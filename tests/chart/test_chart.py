@@ -881,3 +881,15 @@ def test_extra_kinds_webhook(render: Render) -> None:
     none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai",
                                "nimService", "volcano", "dynamo", "roleBasedGroup", "argoWorkflows", "kaito")}
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": none}}), namespace=NS)) is None
+
+
+def test_extra_kinds_only_for_installed_groups() -> None:
+    from .render import render_chart
+
+    only = {"webhook": {"extraKinds": {"onlyInstalledGroups": True}}}
+    served = ["ray.io/v1", "batch.volcano.sh/v1alpha1", "kaito.sh/v1beta1/Workspace"]
+    hook = kinds_webhook(render_chart(merged(MODES["all-on"], only), namespace=NS, api_versions=served))
+    assert hook is not None
+    assert {g for rule in hook["rules"] for g in rule["apiGroups"]} == {"ray.io", "batch.volcano.sh", "kaito.sh"}
+    # A cluster serving none of them (and plain `helm template`): no kinds webhook at all, nothing to block.
+    assert kinds_webhook(render_chart(merged(MODES["all-on"], only), namespace=NS)) is None

@@ -382,7 +382,8 @@ spec:
 {{- end }}
 {{- end }}
 
-{{/* Admission rules for the kinds LLMs ship in (webhook.extraKinds), one per enabled API group. */}}
+{{/* Admission rules for the kinds LLMs ship in (webhook.extraKinds), one per enabled API group; with
+    onlyInstalledGroups, only the groups the cluster serves (.Capabilities.APIVersions). */}}
 {{- define "vramgate.extraKindRules" -}}
 {{- $k := .Values.webhook.extraKinds }}
 {{- $groups := list
@@ -399,9 +400,13 @@ spec:
   (list "roleBasedGroup" "workloads.x-k8s.io" (list "rolebasedgroups") "Namespaced")
   (list "argoWorkflows" "argoproj.io" (list "workflows" "cronworkflows") "Namespaced")
   (list "kaito" "kaito.sh" (list "workspaces" "inferencesets") "Namespaced") }}
+{{- $installed := dict }}
+{{- range $v := .Capabilities.APIVersions }}
+{{- $_ := set $installed (index (splitList "/" $v) 0) true }}
+{{- end }}
 {{- $out := list }}
 {{- range $g := $groups }}
-{{- if index $k (index $g 0) }}
+{{- if and (index $k (index $g 0)) (or (not $k.onlyInstalledGroups) (hasKey $installed (index $g 1))) }}
 {{- $out = append $out (dict "apiGroups" (list (index $g 1)) "apiVersions" (list "*") "operations" (list "CREATE" "UPDATE") "resources" (index $g 2) "scope" (index $g 3)) }}
 {{- end }}
 {{- end }}

@@ -208,6 +208,21 @@ class Audit(_Section):
     events: bool = True
 
 
+class Hub(_Section):
+    """Models the catalog does not know, read from a model hub (config.json + safetensors index) off the hot path."""
+
+    enabled: bool = False
+    # The hub's base URL; unset: HF_ENDPOINT, else https://huggingface.co (as huggingface_hub and vLLM do).
+    endpoint: str | None = None
+    # A file holding the token (a mounted key of vramgate's own Secret); unset: HF_TOKEN, else anonymous.
+    token_file: str | None = None
+    timeout_seconds: float = Field(10.0, gt=0, le=120)
+    # A repository the hub could not answer for is asked again after this long.
+    retry_after_seconds: float = Field(300.0, ge=0)
+    # Repositories remembered (resolved or failed); past it the oldest failures are forgotten first.
+    max_models: int = Field(256, ge=1, le=10000)
+
+
 class Config(BaseSettings):
     """vramgate's configuration. Every key has a default; unknown keys are an error."""
 
@@ -222,6 +237,7 @@ class Config(BaseSettings):
     extender: Extender = Field(default_factory=Extender)
     controller: Controller = Field(default_factory=Controller)
     audit: Audit = Field(default_factory=Audit)
+    hub: Hub = Field(default_factory=Hub)
     # Catalog additions, same schema as webhook/data/models.yaml entries.
     models: list[dict[str, Any]] = Field(default_factory=list)
     # A YAML file of more entries (`models: [...]`, the chart's models ConfigMap): appended to `models` at

@@ -82,6 +82,8 @@ class Demand:
     group_size: int = 1  # pods that together hold one model instance (LWS size, --nnodes)
     # GPUs asked for with DRA ResourceClaims (then ``gpus`` counts their devices): judged on nodes' devices.
     claims: tuple[Request, ...] = ()
+    # A model named but not in the catalog (judged without it): what a hub lookup may add.
+    unknown_model: str | None = None
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -412,11 +414,14 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         explicit = memory_mib[0] * gpus
         vram_found = Found(str(explicit), f"resource {memory_mib[2]} ({memory_mib[0]} MiB per GPU)")
 
+    unknown_model: str | None = None
+
     def done(**kw: Any) -> Demand:
         return Demand(
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
-            sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (), **kw,
+            sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (),
+            unknown_model=unknown_model, **kw,
         )
 
     if explicit is not None:
@@ -454,6 +459,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         sources.append(("params", d.A_PARAMS))
     if params is None and model_found is not None:
         params = params_from_name(ident.name if ident else model_found.value)
+        unknown_model = model_found.value
         if params is not None:
             warnings.append(f"model {model_found.value!r} is not in the catalog; assumed {params / 1e9:.3g}B "
                             f"parameters from its name (set {d.A_MODEL} to a catalog name or {d.A_PARAMS})")

@@ -52,6 +52,8 @@ class Cached:
     answer: Answer
     # (namespace, workload ref, need) that /validate records for an admitted GPU workload; replayed on a hit.
     remember: tuple[str, str, Need] | None = None
+    # Models it named that the catalog does not know: the hub is asked (and the answer says so) on each hit.
+    unknown_models: tuple[str, ...] = ()
 
 
 class AnswerCache:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..cluster.snapshot import FixedInventory, InventorySource
 from ..config import Config
@@ -13,6 +13,7 @@ from ..metrics import Metrics
 from ..models.catalog import Catalog, builtin_catalog
 from .answers import AnswerCache
 from .extender.decide import Extender
+from .hub import HubResolver
 from .placeable import PlaceableWorkloads
 
 Role = Literal["all", "webhook", "extender", "controller"]
@@ -54,6 +55,10 @@ class AppState:
     extender: Extender = field(init=False, repr=False)
     # ConfigMaps admission reads for env (None: a fixed inventory, no cluster to read from).
     configmaps: ConfigMapReader | None = field(default=None, repr=False)
+    # Unknown models asked of the hub in the background (None: hub.enabled is off).
+    hub: HubResolver | None = field(default=None, init=False, repr=False)
+    # Entries the hub resolved: kept across models-file reloads (use_catalog adds them to each new catalog).
+    hub_models: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.placeable = PlaceableWorkloads(lambda: self.config.admission, lambda: self.inventory.snapshot())
@@ -65,6 +70,9 @@ class AppState:
         if self.config.models:
             self.catalog = self.catalog.with_entries(self.config.models)
         self.extender = Extender(self.config, self.catalog, lambda: self.inventory.snapshot(), self.metrics)
+        self._base_catalog = self.catalog
+        if self.config.hub.enabled:
+            self.hub = HubResolver(self.config.hub, self.add_model)
         if isinstance(self.inventory, FixedInventory):
             # No watch will ever publish a fixed inventory's gauges: set them once here.
             self.metrics.observe_fixed_inventory(self.inventory.snapshot())
@@ -77,6 +85,15 @@ class AppState:
         return self.role in ("all", role)
 
     def use_catalog(self, catalog: Catalog) -> None:
-        """Judge with ``catalog`` from now on (a reloaded models file): admission and the extender alike."""
-        self.catalog = catalog
-        self.extender.use_catalog(catalog)
+        """Judge with ``catalog`` (and what the hub resolved) from now on: admission and the extender alike.
+
+        A new catalog object also retires every remembered admission answer (answers.py keys on it)."""
+        self._base_catalog = catalog
+        effective = catalog.with_entries(self.hub_models) if self.hub_models else catalog
+        self.catalog = effective
+        self.extender.use_catalog(effective)
+
+    def add_model(self, entry: dict[str, Any]) -> None:
+        """A catalog entry the hub resolved: judged with from now on (the hub's worker thread calls this)."""
+        self.hub_models = [*self.hub_models, entry]
+        self.use_catalog(self._base_catalog)

@@ -7,6 +7,7 @@ patch from ``mutation``; this module only decides whether and how to ask them.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Literal
 
 from ...cluster.snapshot import Snapshot
@@ -18,6 +19,7 @@ from ...kinds import CUSTOM_KINDS, TEMPLATE_PATHS, Runtimes, WorkloadError, is_b
 from ...models.catalog import Catalog
 from ...units.declaration import ANNOTATION_PREFIX
 from ..answers import Answer, Cached
+from ..hub import HubResolver
 from ..state import AppState
 from .review import AdmissionRequest
 
@@ -144,6 +146,8 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
                 state.answers.put(key, cached, snapshot, config, catalog)
         if cached.remember is not None:
             state.placeable.record(*cached.remember)
+        if cached.unknown_models and state.hub is not None:
+            return _with_hub_notes(cached.answer, cached.unknown_models, state.hub)
         return cached.answer
     except Exception:
         log.exception("admission decision failed", extra={"fields": {"uid": req["uid"], "webhook": webhook}})
@@ -159,11 +163,24 @@ def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Ca
         remember = None
         if judgement.allowed and judgement.demand is not None and obj.get("kind") != "Pod":
             remember = _remember(judgement, namespace)
-        return Cached(Answer(judgement.allowed, judgement.code, judgement.message, judgement.warnings), remember)
+        return Cached(Answer(judgement.allowed, judgement.code, judgement.message, judgement.warnings), remember,
+                      unknown_models(judgement))
     if not judgement.allowed:
         return Cached(Answer(True, judgement.code))  # /validate denies; mutation stays out of the way
     patch, notes = mutation(obj, judgement, config)
     return Cached(Answer(True, judgement.code, warnings=tuple(notes), patch=patch))
+
+
+def unknown_models(judgement: Judgement) -> tuple[str, ...]:
+    """The models a judgement (and its roles') named that the catalog does not know, each once."""
+    demands = [judgement.demand, *(r.judgement.demand for r in judgement.roles)]
+    return tuple(dict.fromkeys(d.unknown_model for d in demands if d is not None and d.unknown_model))
+
+
+def _with_hub_notes(answer: Answer, models: tuple[str, ...], hub: HubResolver) -> Answer:
+    """The answer with what the hub lookup of each unknown model says (asking it if nobody has yet)."""
+    notes = tuple(n for m in models if (n := hub.note(m)) is not None)
+    return replace(answer, warnings=(*answer.warnings, *notes)) if notes else answer
 
 
 def _remember(judgement: Judgement, namespace: str) -> tuple[str, str, Need] | None:

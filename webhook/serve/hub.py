@@ -1,0 +1,125 @@
+"""Models the catalog does not know, resolved from the hub in the background and added to the catalog.
+
+Admission never waits for the hub: the first review naming an unknown hub id queues it and says so in a
+warning; a worker thread reads its config.json (models/hub.py) and the entry joins the catalog
+(``AppState.add_models``), which also retires every remembered answer. A repository the hub cannot answer
+for is asked again after ``hub.retry_after_seconds``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..config import Hub
+from ..models.hub import HubError, fetch_entry, repo_id
+
+log = logging.getLogger("vramgate.hub")
+
+
+@dataclass
+class _Lookup:
+    state: str  # "resolving", "resolved" or "failed"
+    at: float
+    reason: str = ""
+
+
+class HubResolver:
+    """One worker thread asking the hub for models, one at a time, each once (or again after a failure)."""
+
+    def __init__(self, config: Hub, add: Callable[[dict[str, Any]], None]) -> None:
+        self.config = config
+        self._add = add
+        self._lookups: dict[str, _Lookup] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        endpoint = config.endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+        self.endpoint = endpoint.rstrip("/")
+        self.host = urlsplit(self.endpoint).netloc or self.endpoint
+
+    def start(self) -> None:
+        """Start the worker (the first lookup does; idempotent)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="vramgate-hub", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=self.config.timeout_seconds * 4)
+            self._thread = None
+
+    def note(self, model: str) -> str | None:
+        """What to tell the submitter about ``model``, asking the hub for it if nobody has yet; None: nothing."""
+        repo = repo_id(model)
+        if repo is None:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            seen = self._lookups.get(repo)
+            if seen is None or (seen.state == "failed" and now - seen.at >= self.config.retry_after_seconds):
+                self._forget_oldest()
+                self._lookups[repo] = seen = _Lookup("resolving", now)
+                self._queue.put(repo)
+                self.start()
+        if seen.state == "resolving":
+            return f"model {repo}: asking {self.host} for its config.json; judged with it from the next apply"
+        if seen.state == "failed":
+            return f"model {repo}: {self.host} could not say ({seen.reason[:60]})"
+        return None
+
+    def status(self, model: str) -> str | None:
+        """``resolving``, ``resolved``, ``failed`` or None (never asked): for tests and the log."""
+        repo = repo_id(model)
+        with self._lock:
+            seen = self._lookups.get(repo) if repo else None
+        return seen.state if seen else None
+
+    def _forget_oldest(self) -> None:
+        """Keep at most ``max_models`` lookups: the oldest failures go first, then the oldest of any state."""
+        while len(self._lookups) >= self.config.max_models:
+            failed = [k for k, v in self._lookups.items() if v.state == "failed"]
+            victim = min(failed or list(self._lookups), key=lambda k: self._lookups[k].at)
+            del self._lookups[victim]
+
+    def _token(self) -> str | bool | None:
+        if not self.config.token_file:
+            return None  # huggingface_hub's own: HF_TOKEN, else anonymous
+        try:
+            return Path(self.config.token_file).read_text().strip() or False
+        except OSError as exc:
+            log.warning("hub token file %s unreadable (%s); asking anonymously", self.config.token_file, exc)
+            return False
+
+    def _run(self) -> None:
+        while (repo := self._queue.get()) is not None:
+            started = time.monotonic()
+            try:
+                entry = fetch_entry(repo, endpoint=self.endpoint, token=self._token(),
+                                    timeout=self.config.timeout_seconds)
+                entry["source"] = f"{self.endpoint}/{repo} (config.json, read by vramgate)"
+                self._add(entry)
+            except HubError as exc:
+                log.warning("hub lookup of %s failed: %s", repo, exc)
+                self._finish(repo, "failed", str(exc))
+                continue
+            except Exception:
+                log.exception("hub lookup of %s failed unexpectedly", repo)
+                self._finish(repo, "failed", "internal error")
+                continue
+            log.info("model %s resolved from %s in %.2fs: %s parameters", repo, self.host,
+                     time.monotonic() - started, entry.get("params"))
+            self._finish(repo, "resolved")
+
+    def _finish(self, repo: str, state: str, reason: str = "") -> None:
+        with self._lock:
+            self._lookups[repo] = _Lookup(state, time.monotonic(), reason)

@@ -169,3 +169,23 @@ def test_no_hub_lookup_when_off_or_for_paths(service: tuple[Running, AppState]) 
     out = validate(running, deployment("/models/some-local-model"))
     assert out["allowed"] and not any("asking" in w for w in out.get("warnings", [])), out
     assert AppState(Config(), FixedInventory(cluster())).hub is None
+
+
+def test_an_annotation_naming_an_unknown_hub_model_is_asked_for_not_rejected(
+        service: tuple[Running, AppState]) -> None:
+    running, state = service
+    obj = deployment("/models/smol")  # a path: the annotation says which model it is
+    obj["spec"]["template"]["metadata"]["annotations"] = {"vramgate.io/model": "HuggingFaceTB/SmolLM3-3B"}
+    out = validate(running, obj)
+    assert out["allowed"] and any("asking" in w for w in out["warnings"]), out
+    wait_state(state, "HuggingFaceTB/SmolLM3-3B", "resolved")
+    out = validate(running, obj)
+    assert out["allowed"] and not any("SmolLM3" in w for w in out.get("warnings", [])), out
+    # A name that tells no size: rejected as undeclarable without the hub, asked for (and admitted) with it.
+    obj["spec"]["template"]["metadata"]["annotations"] = {"vramgate.io/model": "acme/mystery-model"}
+    out = validate(running, obj)
+    assert out["allowed"] and any("acme/mystery-model: asking" in w for w in out["warnings"]), out
+    off = AppState(Config(), FixedInventory(cluster()))
+    with serve_app(create_app(off)) as plain:
+        out = validate(plain, obj)
+    assert not out["allowed"] and "not in the catalog" in out["status"]["message"], out

@@ -34,6 +34,7 @@ from ..engines.identity import identify
 from ..kinds import PodView, WorkloadError
 from ..kinds.view import is_placeholder
 from ..models.catalog import Catalog, ModelSpec, params_from_name
+from ..models.hub import repo_id
 from ..models.vram import Estimate, EstimateRequest, Workload
 from ..units import declaration as d
 from ..units.cuda import CudaVersion, cuda_from_image, parse_cuda
@@ -463,7 +464,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         if params is not None:
             warnings.append(f"model {model_found.value!r} is not in the catalog; assumed {params / 1e9:.3g}B "
                             f"parameters from its name (set {d.A_MODEL} to a catalog name or {d.A_PARAMS})")
-        elif model_found.source == d.A_MODEL:
+        elif model_found.source == d.A_MODEL and not (config.hub.enabled and repo_id(model_found.value)):
+            # With the hub on, an unknown hub id is asked for (serve/hub.py) and judged once it is known.
             raise DeclarationError(
                 d.A_MODEL, model_found.value,
                 f"it is not in the catalog; set {d.A_PARAMS} (e.g. 15B) or {d.A_VRAM} (e.g. 40Gi), "

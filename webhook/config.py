@@ -221,6 +221,9 @@ class Hub(_Section):
     retry_after_seconds: float = Field(300.0, ge=0)
     # Repositories remembered (resolved or failed); past it the oldest failures are forgotten first.
     max_models: int = Field(256, ge=1, le=10000)
+    # A ConfigMap in vramgate's namespace keeping what the hub resolved (read at start, merged into after
+    # each model), so a restarted pod does not ask again; the chart sets <release>-hub-models. Unset: memory.
+    configmap: str | None = None
 
 
 class Config(BaseSettings):

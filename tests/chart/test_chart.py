@@ -893,3 +893,22 @@ def test_extra_kinds_only_for_installed_groups() -> None:
     assert {g for rule in hook["rules"] for g in rule["apiGroups"]} == {"ray.io", "batch.volcano.sh", "kaito.sh"}
     # A cluster serving none of them (and plain `helm template`): no kinds webhook at all, nothing to block.
     assert kinds_webhook(render_chart(merged(MODES["all-on"], only), namespace=NS)) is None
+
+
+def test_hub_models_configmap_and_its_rbac() -> None:
+    from .render import render_chart
+
+    objs = render_chart({"config": {"hub": {"enabled": True}}})
+    cfg = yaml.safe_load(one(objs, "ConfigMap", "vramgate-config")["data"]["config.yaml"])
+    assert cfg["hub"] == {"enabled": True, "configmap": "vramgate-hub-models"}
+    role = one(objs, "Role", "vramgate-webhook-hub-models")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["vramgate-hub-models"],
+         "verbs": ["get", "update"]},
+    ]
+    binding = one(objs, "RoleBinding", "vramgate-webhook-hub-models")
+    assert binding["subjects"][0]["name"] == "vramgate-webhook"
+    # Off (the default), or kept in memory only: no Role.
+    for values in ({}, {"config": {"hub": {"enabled": True, "configmap": None}}}):
+        assert not [o for o in render_chart(values) if o["metadata"]["name"].endswith("hub-models")]

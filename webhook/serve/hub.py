@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..config import Hub
+from ..kube.hub_store import HubModelStore
 from ..models.hub import HubError, fetch_entry, repo_id
 
 log = logging.getLogger("vramgate.hub")
@@ -35,9 +36,11 @@ class _Lookup:
 class HubResolver:
     """One worker thread asking the hub for models, one at a time, each once (or again after a failure)."""
 
-    def __init__(self, config: Hub, add: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, config: Hub, add: Callable[[dict[str, Any]], None],
+                 store: HubModelStore | None = None) -> None:
         self.config = config
         self._add = add
+        self.store = store
         self._lookups: dict[str, _Lookup] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[str | None] = queue.Queue()
@@ -57,6 +60,26 @@ class HubResolver:
             self._queue.put(None)
             self._thread.join(timeout=self.config.timeout_seconds * 4)
             self._thread = None
+
+    def load(self) -> int:
+        """Add what the store kept (a previous pod's lookups) to the catalog; how many entries. Blocking."""
+        if self.store is None:
+            return 0
+        loaded = 0
+        for entry in self.store.load():
+            repos = [r for a in (entry.get("aliases") or []) if (r := repo_id(str(a)))]
+            if not repos:
+                continue
+            try:
+                self._add(entry)
+            except (TypeError, ValueError, KeyError) as exc:  # a hand-edited entry: skip it, ask the hub again
+                log.warning("ConfigMap entry for %s unusable (%s); asking the hub again when named", repos[0], exc)
+                continue
+            self._finish(repos[0], "resolved")
+            loaded += 1
+        if loaded:
+            log.info("%d hub-resolved model(s) loaded from ConfigMap %s", loaded, self.store.name)
+        return loaded
 
     def note(self, model: str) -> str | None:
         """What to tell the submitter about ``model``, asking the hub for it if nobody has yet; None: nothing."""
@@ -119,6 +142,8 @@ class HubResolver:
             log.info("model %s resolved from %s in %.2fs: %s parameters", repo, self.host,
                      time.monotonic() - started, entry.get("params"))
             self._finish(repo, "resolved")
+            if self.store is not None:
+                self.store.save(entry)
 
     def _finish(self, repo: str, state: str, reason: str = "") -> None:
         with self._lock:

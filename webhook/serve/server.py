@@ -29,6 +29,7 @@ from ..cluster.snapshot import InventorySource, StaticInventory
 from ..config import Config
 from ..kube.apiserver import RawApi
 from ..kube.configmaps import ConfigMapReader
+from ..kube.hub_store import HubModelStore
 from ..kube.manifests import load_inventory
 from ..metrics import Metrics
 from ..tls.certs import make_bundle, service_dns_names
@@ -69,6 +70,19 @@ def configmap_reader(config: Config, inventory: InventorySource, kubeconfig: str
         return RawApi(api_client(kubeconfig or getattr(inventory, "kubeconfig", None)), timeout=2.0)
 
     return ConfigMapReader(api, ttl=config.admission.configmap_ttl_seconds)
+
+
+def hub_store(config: Config, inventory: InventorySource, kubeconfig: str | None) -> HubModelStore | None:
+    """Where hub-resolved models are kept (``hub.configmap``), for an instance that runs in a cluster."""
+    if not config.hub.enabled or not config.hub.configmap or isinstance(inventory, StaticInventory):
+        return None
+
+    def api() -> RawApi:
+        from ..kube.client import api_client
+
+        return RawApi(api_client(kubeconfig or getattr(inventory, "kubeconfig", None)), timeout=5.0)
+
+    return HubModelStore(api, config.namespace, config.hub.configmap)
 
 
 def _write_atomic(path: Path, data: bytes, mode: int) -> None:
@@ -144,6 +158,8 @@ def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig:
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
         await state.inventory.start()
+        if state.hub is not None:
+            await asyncio.to_thread(state.hub.load)  # what earlier pods resolved: before the first review
         tasks: list[asyncio.Task[Any]] = []
         if reloader is not None:
             tasks.append(asyncio.create_task(reloader.run(), name="tls-reload"))
@@ -162,6 +178,8 @@ def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if state.hub is not None:
+                await asyncio.to_thread(state.hub.stop)
             await state.inventory.stop()
 
     app.router.lifespan_context = lifespan
@@ -302,8 +320,10 @@ def serve(args: argparse.Namespace, config: Config) -> int:
         return 2
     metrics = Metrics()
     inventory = build_inventory(args, config, metrics)
+    kubeconfig = getattr(args, "kubeconfig", None)
     state = AppState(config, inventory, role=args.role, metrics=metrics,
-                     configmaps=configmap_reader(config, inventory, getattr(args, "kubeconfig", None)))
+                     configmaps=configmap_reader(config, inventory, kubeconfig),
+                     hub_store=hub_store(config, inventory, kubeconfig))
     server = make_server(state, reloader, args.host, args.port, getattr(args, "kubeconfig", None),
                          dev=bool(getattr(args, "dev", False)))
     handled = (signal.SIGTERM, signal.SIGINT)

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from ..cluster.snapshot import FixedInventory, InventorySource
 from ..config import Config
 from ..kube.configmaps import ConfigMapReader
+from ..kube.hub_store import HubModelStore
 from ..metrics import Metrics
 from ..models.catalog import Catalog, builtin_catalog
 from .answers import AnswerCache
@@ -55,6 +56,8 @@ class AppState:
     extender: Extender = field(init=False, repr=False)
     # ConfigMaps admission reads for env (None: a fixed inventory, no cluster to read from).
     configmaps: ConfigMapReader | None = field(default=None, repr=False)
+    # Where hub-resolved models are kept between pods (a ConfigMap; None: memory only).
+    hub_store: HubModelStore | None = field(default=None, repr=False)
     # Unknown models asked of the hub in the background (None: hub.enabled is off).
     hub: HubResolver | None = field(default=None, init=False, repr=False)
     # Entries the hub resolved: kept across models-file reloads (use_catalog adds them to each new catalog).
@@ -72,7 +75,7 @@ class AppState:
         self.extender = Extender(self.config, self.catalog, lambda: self.inventory.snapshot(), self.metrics)
         self._base_catalog = self.catalog
         if self.config.hub.enabled:
-            self.hub = HubResolver(self.config.hub, self.add_model)
+            self.hub = HubResolver(self.config.hub, self.add_model, self.hub_store)
         if isinstance(self.inventory, FixedInventory):
             # No watch will ever publish a fixed inventory's gauges: set them once here.
             self.metrics.observe_fixed_inventory(self.inventory.snapshot())

@@ -167,6 +167,11 @@ matchConditions:
 {{- end }}
 
 {{/* The config file: values.config plus the keys the chart owns. */}}
+{{/* Where the webhook keeps the models config.hub resolved (it creates and updates it). */}}
+{{- define "vramgate.hubConfigMapName" -}}
+{{- printf "%s-hub-models" (include "vramgate.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "vramgate.config" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) }}
 {{- if and (hasKey $cfg "namespace") (ne (toString $cfg.namespace) .Release.Namespace) }}
@@ -203,6 +208,11 @@ matchConditions:
 {{- $_ := set $cfg "audit" $aud }}
 {{- if not (hasKey $cfg "models_file") }}
 {{- $_ := set $cfg "models_file" "/etc/vramgate-models/models.yaml" }}
+{{- end }}
+{{- $hub := $cfg.hub | default dict }}
+{{- if and $hub.enabled (not (hasKey $hub "configmap")) }}
+{{- $_ := set $hub "configmap" (include "vramgate.hubConfigMapName" .) }}
+{{- $_ := set $cfg "hub" $hub }}
 {{- end }}
 {{- toYaml $cfg }}
 {{- end }}

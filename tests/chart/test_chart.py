@@ -854,7 +854,8 @@ EXTRA_KINDS = {
     ("nvidia.com", "dynamographdeployments", "Namespaced"), ("nvidia.com", "dynamocomponentdeployments", "Namespaced"),
     ("workloads.x-k8s.io", "rolebasedgroups", "Namespaced"), ("argoproj.io", "workflows", "Namespaced"),
     ("argoproj.io", "cronworkflows", "Namespaced"), ("kaito.sh", "workspaces", "Namespaced"),
-    ("kaito.sh", "inferencesets", "Namespaced"),
+    ("kaito.sh", "inferencesets", "Namespaced"), ("serving.knative.dev", "services", "Namespaced"),
+    ("serving.knative.dev", "configurations", "Namespaced"),
 }
 
 
@@ -879,7 +880,8 @@ def test_extra_kinds_webhook(render: Render) -> None:
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": {"enabled": False}}}),
                                 namespace=NS)) is None
     none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai",
-                               "nimService", "volcano", "dynamo", "roleBasedGroup", "argoWorkflows", "kaito")}
+                               "nimService", "volcano", "dynamo", "roleBasedGroup", "argoWorkflows", "kaito",
+                               "knative")}
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": none}}), namespace=NS)) is None
 
 

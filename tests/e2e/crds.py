@@ -40,6 +40,7 @@ SOURCES = (
     )),
     CrdSource("github.com/argoproj/argo-workflows/v3", "v3.6.5",
               ("manifests/base/crds/minimal/argoproj.io_workflows.yaml",)),
+    CrdSource("knative.dev/serving", "v0.51.0", ("config/core/300-resources/service.yaml",)),
 )
 
 

@@ -216,6 +216,27 @@ def test_argo_workflow_that_no_gpu_holds_is_denied_naming_its_template(
     assert ok.returncode == 0 and "workflow.argoproj.io/small created" in ok.stdout, ok.stderr
 
 
+def knative_service(name: str, model: str) -> dict[str, Any]:
+    # knative/serving docs' GPU sample shape: one container, GPU limit, min-scale on the revision template.
+    return {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"template": {
+                "metadata": {"annotations": {"autoscaling.knative.dev/min-scale": "1"}},
+                "spec": {"containers": [{
+                    "image": "vllm/vllm-openai:v0.8.5",
+                    "args": ["--model", model, "--max-model-len", "8192"],
+                    "resources": {"limits": {GPU_RESOURCE: "1"}}}]}}}}
+
+
+def test_knative_service_that_no_gpu_holds_is_denied(
+    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path
+) -> None:
+    r = apply(cluster, tmp_path, knative_service("big", HUGE_ID), namespace)
+    assert r.returncode != 0, r.stdout
+    assert re.search(re.escape(DENIED) + r"service/big: " + NEEDS, r.stderr), r.stderr
+    ok = apply(cluster, tmp_path, knative_service("small", SMALL_ID), namespace)
+    assert ok.returncode == 0 and "service.serving.knative.dev/small created" in ok.stdout, ok.stderr
+
+
 def configmap_deployment(name: str, configmap: str) -> dict[str, Any]:
     c = gpu_container("vllm", ["vllm", "serve", "$(MODEL_ID)", "--max-model-len", "8192"])
     c["env"] = [{"name": "MODEL_ID", "valueFrom": {"configMapKeyRef": {"name": configmap, "key": "model"}}}]

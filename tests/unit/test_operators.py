@@ -170,13 +170,17 @@ def test_hami_gpumem_is_the_declared_vram(capsys: pytest.CaptureFixture[str], tm
                                         "(12000 MiB per GPU))"), out
 
 
-def test_a_knative_service_is_read_generically() -> None:
+def test_a_knative_service_is_read_as_its_revision() -> None:
+    # knative/serving pkg/apis/serving/v1: spec.template (RevisionTemplateSpec); autoscaling annotations on it.
     ksvc = {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "llm", "namespace": "ml"},
-            "spec": {"template": {"spec": {"containers": [gpu_container(LLAMA8)]}}}}
+            "spec": {"template": {"metadata": {"annotations": {"autoscaling.knative.dev/min-scale": "2",
+                                                               "autoscaling.knative.dev/max-scale": "5"}},
+                                  "spec": {"containerConcurrency": 4, "containers": [gpu_container(LLAMA8)]}}}}
     found = roles(ksvc)
-    assert found is not None and [r.name for r in found.roles] == ["pod"]
-    warning = "Service (serving.knative.dev/v1) is read generically: the pod spec at spec.template.spec"
-    assert warning in found.warnings[0]
+    assert found is not None and [(r.name, r.replicas) for r in found.roles] == [("", 2)]
+    assert found.warnings == ()  # no longer "read generically"
+    config = {**ksvc, "kind": "Configuration"}
+    assert [r.replicas for r in roles(config).roles] == [2]  # type: ignore[union-attr]
     assert roles({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": []}}) is None
 
 

@@ -5,7 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import aibrix, argo, dynamo, generic, jobset, kaito, kserve, kubeai, lws, nim, prodstack, ray, trainer, volcano
+from . import (
+    aibrix,
+    argo,
+    dynamo,
+    generic,
+    jobset,
+    kaito,
+    knative,
+    kserve,
+    kubeai,
+    lws,
+    nim,
+    prodstack,
+    ray,
+    trainer,
+    volcano,
+)
 from .pods import POD_KINDS, TEMPLATE_PATHS, api_group, is_builtin, pod_view
 from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
 from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError, as_list
@@ -28,6 +44,7 @@ _BY_KIND: dict[str, _Extract] = {
 # Kinds whose name a built-in kind also has: told apart by their API group.
 _BY_GROUP_KIND: dict[tuple[str, str], _Extract] = {
     **{(volcano.GROUP, k): volcano.roles for k in volcano.KINDS},
+    **{(knative.GROUP, k): knative.roles for k in knative.KINDS},
 }
 # The kinds LLMs ship in (custom resources), and every kind vramgate judges.
 CUSTOM_KINDS = frozenset(_BY_KIND) | frozenset(k for _, k in _BY_GROUP_KIND)

@@ -409,7 +409,8 @@ spec:
   (list "dynamo" "nvidia.com" (list "dynamographdeployments" "dynamocomponentdeployments") "Namespaced")
   (list "roleBasedGroup" "workloads.x-k8s.io" (list "rolebasedgroups") "Namespaced")
   (list "argoWorkflows" "argoproj.io" (list "workflows" "cronworkflows") "Namespaced")
-  (list "kaito" "kaito.sh" (list "workspaces" "inferencesets") "Namespaced") }}
+  (list "kaito" "kaito.sh" (list "workspaces" "inferencesets") "Namespaced")
+  (list "knative" "serving.knative.dev" (list "services" "configurations") "Namespaced") }}
 {{- $installed := dict }}
 {{- range $v := .Capabilities.APIVersions }}
 {{- $_ := set $installed (index (splitList "/" $v) 0) true }}

@@ -206,16 +206,6 @@ def argo_workflow(name: str, model: str) -> dict[str, Any]:
                              "resources": {"limits": {GPU_RESOURCE: "1"}}}}]}}
 
 
-def test_argo_workflow_that_no_gpu_holds_is_denied_naming_its_template(
-    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path
-) -> None:
-    r = apply(cluster, tmp_path, argo_workflow("big", HUGE_ID), namespace)
-    assert r.returncode != 0, r.stdout
-    assert re.search(re.escape(DENIED) + r"workflow/big \(serve\): " + NEEDS, r.stderr), r.stderr
-    ok = apply(cluster, tmp_path, argo_workflow("small", SMALL_ID), namespace)
-    assert ok.returncode == 0 and "workflow.argoproj.io/small created" in ok.stdout, ok.stderr
-
-
 def knative_service(name: str, model: str) -> dict[str, Any]:
     # knative/serving docs' GPU sample shape: one container, GPU limit, min-scale on the revision template.
     return {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": name},
@@ -227,14 +217,19 @@ def knative_service(name: str, model: str) -> dict[str, Any]:
                     "resources": {"limits": {GPU_RESOURCE: "1"}}}]}}}}
 
 
-def test_knative_service_that_no_gpu_holds_is_denied(
-    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path
+@pytest.mark.parametrize(("make", "denied", "created"), [
+    (argo_workflow, r"workflow/big \(serve\): ", "workflow.argoproj.io/small created"),
+    (knative_service, r"service/big: ", "service.serving.knative.dev/small created"),
+], ids=["argo-workflow", "knative-service"])
+def test_an_upstream_kind_that_no_gpu_holds_is_denied_naming_its_role(
+    cluster: ControlPlane, l4_cluster: Vramgate, namespace: str, tmp_path: Path,
+    make: Callable[[str, str], dict[str, Any]], denied: str, created: str,
 ) -> None:
-    r = apply(cluster, tmp_path, knative_service("big", HUGE_ID), namespace)
+    r = apply(cluster, tmp_path, make("big", HUGE_ID), namespace)
     assert r.returncode != 0, r.stdout
-    assert re.search(re.escape(DENIED) + r"service/big: " + NEEDS, r.stderr), r.stderr
-    ok = apply(cluster, tmp_path, knative_service("small", SMALL_ID), namespace)
-    assert ok.returncode == 0 and "service.serving.knative.dev/small created" in ok.stdout, ok.stderr
+    assert re.search(re.escape(DENIED) + denied + NEEDS, r.stderr), r.stderr
+    ok = apply(cluster, tmp_path, make("small", SMALL_ID), namespace)
+    assert ok.returncode == 0 and created in ok.stdout, ok.stderr
 
 
 def configmap_deployment(name: str, configmap: str) -> dict[str, Any]:

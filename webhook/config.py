@@ -92,6 +92,10 @@ class Admission(_Section):
     """Admission webhook behaviour."""
 
     default_enforcement: Enforcement = "enforce"
+    # When the inventory has not heard from the API server for longer than this, a rejection that rests on the
+    # cluster's GPUs (none can hold it, a selector only too-small GPUs match) is admitted with the reason as a
+    # warning: the GPUs may have changed unseen. 0: never. Watch bookmarks arrive about once a minute.
+    stale_inventory_seconds: float = Field(300.0, ge=0)
     # vramgate_workload_placeable_replicas: how many admitted GPU workloads to track (the metric's series), and
     # how long one is kept after its last admission.
     placeable_workloads_max: int = Field(100, ge=0)

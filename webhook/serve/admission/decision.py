@@ -13,7 +13,7 @@ from typing import Any, Literal
 from ...cluster.snapshot import Snapshot
 from ...config import Config, Enforcement
 from ...decide.mutation import OUTPUT_ANNOTATIONS, mutation
-from ...decide.placement import Need
+from ...decide.placement import Code, Need
 from ...decide.verdict import Judgement, judge
 from ...kinds import CUSTOM_KINDS, TEMPLATE_PATHS, Runtimes, WorkloadError, is_builtin, pod_view
 from ...models.catalog import Catalog
@@ -136,12 +136,14 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
             # Judging an empty inventory would admit everything; answer as if the webhook were down.
             return unsynced_answer(state, webhook)
         obj = _with_kind(obj, req)
-        # The same object against the same snapshot, config and catalog gets the same answer (see answers.py).
+        stale = _stale_for(state, config)
+        # The same object against the same snapshot, config and catalog gets the same answer (see answers.py);
+        # not while the inventory is stale (its snapshot stops changing, and the answer depends on how stale).
         catalog = state.catalog
-        key = state.answers.key(webhook, namespace, enforcement, obj) if runtimes is None else None
+        key = state.answers.key(webhook, namespace, enforcement, obj) if runtimes is None and stale is None else None
         cached = state.answers.get(key, snapshot, config, catalog) if key is not None else None
         if cached is None:
-            cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook, runtimes)
+            cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook, runtimes, stale)
             if key is not None:
                 state.answers.put(key, cached, snapshot, config, catalog)
         if cached.remember is not None:
@@ -155,10 +157,13 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
 
 
 def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str,
-            enforcement: Enforcement, webhook: Webhook, runtimes: Runtimes | None = None) -> Cached:
+            enforcement: Enforcement, webhook: Webhook, runtimes: Runtimes | None = None,
+            stale: float | None = None) -> Cached:
     """The answer for an object past the exclusions, and what /validate records of it: a function of the arguments."""
     judgement = judge(obj, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement,
                       runtimes=runtimes)
+    if webhook == "validate" and stale is not None:
+        judgement = softened(judgement, stale)
     if webhook == "validate":
         remember = None
         if judgement.allowed and judgement.demand is not None and obj.get("kind") != "Pod":
@@ -169,6 +174,29 @@ def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Ca
         return Cached(Answer(True, judgement.code))  # /validate denies; mutation stays out of the way
     patch, notes = mutation(obj, judgement, config)
     return Cached(Answer(True, judgement.code, warnings=tuple(notes), patch=patch))
+
+
+# Denials that rest on the inventory's GPUs (placement.Code, and a selector matching only too-small GPUs):
+# a stale inventory may be wrong about them. Declaration errors and malformed objects are not.
+CLUSTER_DENIALS = frozenset({*(str(c) for c in Code if c is not Code.FITS), "narrow-selector"})
+
+
+def _stale_for(state: AppState, config: Config) -> float | None:
+    """How long the inventory has not heard from the API server, when past admission.stale_inventory_seconds."""
+    limit = config.admission.stale_inventory_seconds
+    stale = state.inventory.staleness()
+    return stale if limit > 0 and stale is not None and stale > limit else None
+
+
+def softened(judgement: Judgement, stale: float) -> Judgement:
+    """A denial that rests only on the inventory's GPUs, admitted with its reason as a warning: the inventory is
+    ``stale`` seconds old, and rejecting a deployment that works is worse than admitting one that may not start."""
+    denied = [r.judgement for r in judgement.roles if not r.judgement.allowed] or [judgement]
+    if judgement.allowed or any(j.code not in CLUSTER_DENIALS for j in denied):
+        return judgement
+    note = (f"admitted although it would be rejected: vramgate has not heard from the API server for {stale:.0f} s, "
+            "so its view of the GPUs may be out of date (admission.stale_inventory_seconds)")
+    return replace(judgement, allowed=True, warnings=(judgement.message, note, *judgement.warnings))
 
 
 def unknown_models(judgement: Judgement) -> tuple[str, ...]:

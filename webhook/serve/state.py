@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -74,6 +75,7 @@ class AppState:
             self.catalog = self.catalog.with_entries(self.config.models)
         self.extender = Extender(self.config, self.catalog, lambda: self.inventory.snapshot(), self.metrics)
         self._base_catalog = self.catalog
+        self._catalog_lock = threading.RLock()
         if self.config.hub.enabled:
             self.hub = HubResolver(self.config.hub, self.add_model, self.hub_store)
         if isinstance(self.inventory, FixedInventory):
@@ -91,12 +93,14 @@ class AppState:
         """Judge with ``catalog`` (and what the hub resolved) from now on: admission and the extender alike.
 
         A new catalog object also retires every remembered admission answer (answers.py keys on it)."""
-        self._base_catalog = catalog
-        effective = catalog.with_entries(self.hub_models) if self.hub_models else catalog
-        self.catalog = effective
-        self.extender.use_catalog(effective)
+        with self._catalog_lock:  # the models-file watcher and the hub's worker thread both call this
+            self._base_catalog = catalog
+            effective = catalog.with_entries(self.hub_models) if self.hub_models else catalog
+            self.catalog = effective
+            self.extender.use_catalog(effective)
 
     def add_model(self, entry: dict[str, Any]) -> None:
         """A catalog entry the hub resolved: judged with from now on (the hub's worker thread calls this)."""
-        self.hub_models = [*self.hub_models, entry]
-        self.use_catalog(self._base_catalog)
+        with self._catalog_lock:
+            self.hub_models = [*self.hub_models, entry]
+            self.use_catalog(self._base_catalog)

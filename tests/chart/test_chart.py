@@ -914,3 +914,18 @@ def test_hub_models_configmap_and_its_rbac() -> None:
     # Off (the default), or kept in memory only: no Role.
     for values in ({}, {"config": {"hub": {"enabled": True, "configmap": None}}}):
         assert not [o for o in render_chart(values) if o["metadata"]["name"].endswith("hub-models")]
+
+
+def test_hub_token_secret_is_mounted_and_named_in_the_config() -> None:
+    from .render import render_chart
+
+    objs = render_chart({"config": {"hub": {"enabled": True}}, "hubToken": {"secretName": "hf", "key": "HF_TOKEN"}})
+    cfg = yaml.safe_load(one(objs, "ConfigMap", "vramgate-config")["data"]["config.yaml"])
+    assert cfg["hub"]["token_file"] == "/etc/vramgate-hub/token"
+    pod = one(objs, "Deployment", "vramgate-webhook")["spec"]["template"]["spec"]
+    assert {"name": "hub-token", "secret": {"secretName": "hf", "items": [{"key": "HF_TOKEN", "path": "token"}]}} \
+        in pod["volumes"]
+    assert {"name": "hub-token", "mountPath": "/etc/vramgate-hub", "readOnly": True} \
+        in pod["containers"][0]["volumeMounts"]
+    plain = render_chart({"config": {"hub": {"enabled": True}}})
+    assert "token_file" not in yaml.safe_load(one(plain, "ConfigMap", "vramgate-config")["data"]["config.yaml"])["hub"]

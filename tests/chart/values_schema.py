@@ -289,6 +289,8 @@ def values_schema() -> Schema:
                     "for": DURATION,
                 }),
             }),
+            "hubToken": obj({"secretName": STRING, "key": STRING},
+                            "A Secret with a model hub token, mounted for config.hub.token_file."),
             "models": describe({"type": "array", "items": model_entry()},
                                "Extra catalog entries, mounted as a ConfigMap the service reloads on change."),
             "monitoring": obj({

@@ -214,6 +214,10 @@ matchConditions:
 {{- $_ := set $hub "configmap" (include "vramgate.hubConfigMapName" .) }}
 {{- $_ := set $cfg "hub" $hub }}
 {{- end }}
+{{- if and $hub.enabled .Values.hubToken.secretName (not (hasKey $hub "token_file")) }}
+{{- $_ := set $hub "token_file" "/etc/vramgate-hub/token" }}
+{{- $_ := set $cfg "hub" $hub }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -348,6 +352,11 @@ volumeMounts:
     readOnly: true
   - name: tmp
     mountPath: /tmp
+{{- if .Values.hubToken.secretName }}
+  - name: hub-token
+    mountPath: /etc/vramgate-hub
+    readOnly: true
+{{- end }}
 {{- end }}
 
 {{- define "vramgate.volumes" -}}
@@ -364,6 +373,14 @@ volumes:
   - name: tmp
     emptyDir:
       sizeLimit: 64Mi
+{{- if .Values.hubToken.secretName }}
+  - name: hub-token
+    secret:
+      secretName: {{ .Values.hubToken.secretName }}
+      items:
+        - key: {{ .Values.hubToken.key }}
+          path: token
+{{- end }}
 {{- end }}
 
 {{/* Pod annotations that roll pods when the config changes. */}}

@@ -206,26 +206,44 @@ def test_an_argo_workflow_template_is_judged_with_its_parameters(capsys: pytest.
     assert "llama-3.1-70b" in out or "70.5B" in out
 
 
-def test_kaito_presets_are_said_not_judged_and_templates_are_judged(capsys: pytest.CaptureFixture[str],
-                                                                    tmp_path: Path) -> None:
+def test_kaito_presets_are_judged_on_their_instance_type_and_templates_as_written(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # kaito-project/kaito api/v1beta1: top-level resource and inference.{preset, template}.
-    preset = {"apiVersion": "kaito.sh/v1beta1", "kind": "Workspace", "metadata": {"name": "phi"},
-              "resource": {"instanceType": "Standard_NC24ads_A100_v4", "labelSelector": {"matchLabels": {"a": "b"}}},
-              "inference": {"preset": {"name": "phi-4-mini-instruct"}}}
+    def preset(name: str, model: str, instance: str, nodes: int = 1) -> dict[str, Any]:
+        return {"apiVersion": "kaito.sh/v1beta1", "kind": "Workspace", "metadata": {"name": name},
+                "resource": {"instanceType": instance, "count": nodes, "labelSelector": {"matchLabels": {"a": "b"}}},
+                "inference": {"preset": {"name": model}}}
+
     template = {"apiVersion": "kaito.sh/v1beta1", "kind": "Workspace", "metadata": {"name": "custom"},
                 "resource": {"labelSelector": {"matchLabels": {"a": "b"}}},
                 "inference": {"template": {"spec": {"containers": [gpu_container(LLAMA70)]}}}}
-    code, out, _ = run(capsys, tmp_path, [preset, template])
-    assert code == 1
-    assert "SKIP    workspace/phi: kind Workspace: nothing to judge" in out
-    assert ("KAITO preset phi-4-mini-instruct (inference) on Standard_NC24ads_A100_v4 nodes: KAITO sizes the nodes "
-            "and the engine flags itself") in out
-    assert "REJECT  workspace/custom (inference): needs " in out
+    docs = [preset("phi", "phi-4-mini-instruct", "Standard_NC24ads_A100_v4"),
+            preset("big", "llama-3.3-70b-instruct", "Standard_NC12s_v3"),
+            preset("two", "llama-3.3-70b-instruct", "Standard_NC96ads_A100_v4", nodes=2),
+            preset("odd", "phi-4-mini-instruct", "Standard_Unknown_v9"), template]
+    code, out, _ = run(capsys, tmp_path, docs)  # only the template is rejected: today's nodes are 4 × L4
+    assert code == 1 and out.count("REJECT") == 1 and "REJECT  workspace/custom (inference): needs " in out, out
+    # On the instance type KAITO provisions (1 × A100 80GB), not on today's L4s:
+    assert "ADMIT   workspace/phi (inference): " in out
+    assert "workspace/phi (inference): judged on 1 × Standard_NC24ads_A100_v4 (1 × NVIDIA-A100-SXM4-80GB" in out
+    # 70B on 2 × V100 16GB cannot start: said, never rejected (KAITO's own estimator may raise count).
+    assert "ADMIT   workspace/big (inference): " in out
+    assert "warning: workspace/big (inference): needs " in out
+    # Two nodes of 4 × A100 80GB: TP 4 within a node, PP 2 across: weights of 70B spread over 8 GPUs.
+    two = out[out.index("ADMIT   workspace/two"):].splitlines()[0]
+    assert "on each of 8 GPUs" in two, two
+    assert "ADMIT   workspace/odd (inference): not judged here" in out
+    assert "instance type Standard_Unknown_v9 is not in vramgate's instance tables" in out
     inference_set = {"apiVersion": "kaito.sh/v1beta1", "kind": "InferenceSet", "metadata": {"name": "is"},
                      "spec": {"replicas": 3, "template": {"inference": {"template": {"spec": {"containers": [
                          gpu_container(LLAMA8)]}}}}}}
     found = roles(inference_set)
     assert found is not None and [(r.name, r.replicas) for r in found.roles] == [("inference", 3)]
+    no_instance = {"apiVersion": "kaito.sh/v1beta1", "kind": "Workspace", "metadata": {"name": "byo"},
+                   "resource": {"labelSelector": {"matchLabels": {"a": "b"}}},
+                   "inference": {"preset": {"name": "phi-4-mini-instruct"}}}
+    code, out, _ = run(capsys, tmp_path, [no_instance])
+    assert "SKIP    workspace/byo" in out and "KAITO sizes the nodes and the engine flags itself" in out
 
 
 def test_production_stack_vllmruntime_is_the_deployment_its_operator_builds() -> None:

@@ -115,7 +115,7 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
         lines = [(r.judgement, r.role.view.ref) for r in result.roles] or [(result, name)]
         for judgement, ref in lines:
             if judgement.allowed:
-                detail = judgement.demand.summary() if judgement.demand else "no GPU requested"
+                detail = judgement.summary()
                 print(f"ADMIT   {ref}: {detail}")
             else:
                 rejected = True

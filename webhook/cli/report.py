@@ -238,7 +238,7 @@ def collect(
                 name=name, role=role, ref=ref, allowed=j.allowed, code=j.code, message=j.message,
                 warnings=warnings, estimate=_estimate(j), sources=dict(j.demand.sources) if j.demand else {},
                 fixes=fixes,
-                summary=(j.demand.summary() if j.demand else "no GPU requested") if j.allowed else "",
+                summary=j.summary() if j.allowed else "",
             ))
     return results
 

@@ -13,6 +13,7 @@ from ..models.catalog import Catalog
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import DeclarationError, Demand, read_demand
 from .placement import cluster_verdict
+from .provisioned import provisioned_nodes
 from .rules import Narrow, cuda_visible_devices_warnings, narrow_selector, non_gpu_on_gpu_nodes
 
 
@@ -38,8 +39,14 @@ class Judgement:
         """Some node can hold the workload (so a VRAM affinity can be satisfied)."""
         return self.code in (FITS, REROUTED)
 
+    def summary(self) -> str:
+        """What an admitted judgement says of the workload: its estimate, or why there is none."""
+        if self.demand is not None:
+            return self.demand.summary()
+        return "not judged here (see its warning)" if self.code == NOT_JUDGED else "no GPU requested"
 
-FITS, REROUTED = "fits", "rerouted"
+
+FITS, REROUTED, NOT_JUDGED = "fits", "rerouted", "not-judged"
 
 
 @dataclass(frozen=True)
@@ -194,6 +201,8 @@ def _judge_view(
     dra: DraView | None = None,
 ) -> Judgement:
     """The verdict for one pod shape (a Pod, a template, or one role of a multi-role kind)."""
+    if view.provisioned:
+        return _judge_provisioned(view, config, catalog, runtimes)
     try:
         view.containers()
     except WorkloadError as exc:
@@ -225,6 +234,18 @@ def _judge_view(
             return Judgement(True, REROUTED, warnings=tuple(warnings), demand=demand, view=view, reroute=narrow)
         return _deny(enforcement, "narrow-selector", narrow.message(view.ref), tuple(warnings), demand, view)
     return Judgement(True, FITS, warnings=tuple(warnings), demand=demand, view=view)
+
+
+def _judge_provisioned(view: PodView, config: Config, catalog: Catalog, runtimes: Runtimes | None) -> Judgement:
+    """A pod whose nodes its operator provisions: judged on that instance type, and only ever warned about."""
+    found = provisioned_nodes(view, config)
+    if found is None:
+        return Judgement(True, NOT_JUDGED, warnings=(
+            f"{view.ref}: instance type {view.provisioned} is not in vramgate's instance tables; {view.kind} sizes "
+            "it, and the pods it creates are judged when created",), view=view)
+    patched, nodes, where = found
+    inner = _judge_view(patched, nodes, config, catalog, "warn", runtimes)
+    return replace(inner, warnings=(*inner.warnings, f"{view.ref}: judged on {where}, not on today's nodes"))
 
 
 def _deny(

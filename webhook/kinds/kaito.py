@@ -4,8 +4,10 @@ Shape from kaito-project/kaito api/v1beta1/workspace_types.go: top-level ``resou
 labelSelector}``, ``inference.{preset.name, template (a PodTemplateSpec), config}``, ``tuning.{preset, method}``;
 inferenceset_types.go: ``spec.{replicas, template.{resource, inference}}``. With a preset, KAITO's NodesEstimator
 picks the node count and the engine flags for the model and provisions ``instanceType`` nodes that may not
-exist yet: judging it against today's nodes could reject what KAITO will create. So a preset is not judged
-here (a warning says so); the pods KAITO creates are judged by the pod webhook, with the model in their
+exist yet: judging it against today's nodes could reject what KAITO will create. So an inference preset with an
+``instanceType`` is judged on that instance type (its GPUs from the cloud tables, ``count`` nodes), and only
+ever warned about (decide/provisioned.py); without one (nodes named by ``labelSelector``), or for tuning, a
+warning says KAITO sizes it. The pods KAITO creates are judged by the pod webhook, with the model in their
 command lines. A ``template`` is the pod, judged as written.
 """
 
@@ -41,6 +43,15 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         return RoleSet(kind, name, (Role("inference", view, 1, replicas),))
     preset = as_dict(inference.get("preset")).get("name") or as_dict(as_dict(body.get("tuning")).get("preset")).get(
         "name")
+    if isinstance(preset, str) and preset and instance and not body.get("tuning"):
+        # KAITO's preset pods run the model with vLLM over every GPU of each node it provisions (TP = GPUs per
+        # node, PP over the nodes): judged on that instance type, never against today's nodes.
+        nodes = count(resource.get("count"), 1, f"{prefix}resource.count", minimum=1)
+        pod = {"containers": [{"name": "inference", "image": "mcr.microsoft.com/aks/kaito/kaito-base",
+                               "command": ["vllm", "serve", preset]}],
+               "nodeSelector": {"node.kubernetes.io/instance-type": instance}}
+        view = PodView(kind, ns, name, inherit_annotations({}, meta), pod, "inference", nodes, provisioned=instance)
+        return RoleSet(kind, name, (Role("inference", view, nodes, replicas * nodes),))
     on = f"on {instance} nodes" if instance else "on the nodes its labelSelector names"
     what = "tuning" if body.get("tuning") else "inference"
     warning = (f"{ref}: KAITO preset {preset or '?'} ({what}) {on}: KAITO sizes the nodes and the engine flags "

@@ -38,6 +38,9 @@ class PodView:
     spec: dict[str, Any]  # the PodSpec
     role: str = ""
     group_size: int = 1
+    # The instance type an operator provisions this pod's nodes as (KAITO's resource.instanceType): the pod
+    # is judged on that instance type, not on today's nodes (decide/provisioned.py).
+    provisioned: str = ""
 
     @property
     def annotations(self) -> dict[str, str]:

@@ -49,13 +49,16 @@ def validate(gate: Vramgate, obj: dict[str, Any]) -> dict[str, Any]:
 
 def test_hub_models_survive_a_restart_through_their_configmap(cluster: ControlPlane, hub: str,
                                                               gpu_nodes: Any) -> None:
+    # A namespace of its own for vramgate's ConfigMap: the shared one is deleted (terminating) between modules.
+    home = f"vramgate-hub-{uuid.uuid4().hex[:8]}"
     cluster.request("POST", "/api/v1/namespaces",
-                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, ok=(201, 409))
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": home}}, ok=(201,))
     gpu_nodes("hub-h100")
     gate = Vramgate(cluster)
-    gate.config = _merge(gate.config, {"hub": {"enabled": True, "endpoint": hub, "configmap": CONFIGMAP}})
+    gate.config = _merge(gate.config, {"namespace": home, "admission": {"excluded_namespaces": [home, NAMESPACE]},
+                                       "hub": {"enabled": True, "endpoint": hub, "configmap": CONFIGMAP}})
     gate.config_path.write_text(yaml.safe_dump(gate.config))
-    path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{CONFIGMAP}"
+    path = f"/api/v1/namespaces/{home}/configmaps/{CONFIGMAP}"
     try:
         gate.start()
         gate.wait_inventory({"hub-h100"})
@@ -73,7 +76,7 @@ def test_hub_models_survive_a_restart_through_their_configmap(cluster: ControlPl
         assert "1 hub-resolved model(s) loaded from ConfigMap" in gate.log_text()
     finally:
         gate.stop()
-        cluster.request("DELETE", path, ok=(200, 202, 404))
+        cluster.request("DELETE", f"/api/v1/namespaces/{home}", ok=(200, 202, 404))
 
 
 def _models(cluster: ControlPlane, path: str) -> list[dict[str, Any]] | None:

@@ -344,3 +344,21 @@ def test_a_trainjob_whose_recipe_is_not_visible_names_its_model_but_guesses_noth
     code, out, _ = run(capsys, tmp_path, [train_job(None, "hf://meta-llama/Llama-3.1-70B-Instruct")])
     assert code == 0 and "no VRAM estimate" in out, out
     assert "the model is hf://meta-llama/Llama-3.1-70B-Instruct (spec.initializer)" in out
+
+
+def test_kaito_inference_configmap_sets_the_presets_vllm_arguments(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    from webhook.kube.configmaps import configmap_refs
+
+    ws = {"apiVersion": "kaito.sh/v1beta1", "kind": "Workspace", "metadata": {"name": "q", "namespace": "ml"},
+          "resource": {"instanceType": "Standard_NC24ads_A100_v4", "labelSelector": {"matchLabels": {"a": "b"}}},
+          "inference": {"preset": {"name": "llama-3.1-8b-instruct"}, "config": "q-inference"}}
+    assert configmap_refs(ws) == ["q-inference"]  # what admission reads for it
+    # KAITO's inference_config.yaml: a vllm section of engine arguments.
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "q-inference", "namespace": "ml"},
+          "data": {"inference_config.yaml": "vllm:\n  max-model-len: 4096\n  gpu-memory-utilization: 0.95\n"}}
+    code, out, _ = run(capsys, tmp_path, [ws, cm])
+    assert code == 0 and "(4096 tokens × 1 seq)" in out, out
+    code, out, _ = run(capsys, tmp_path, [ws])
+    assert "inference ConfigMap q-inference (inference_config.yaml) is not readable here" in out, out
+    assert "(131072 tokens × 1 seq)" in out

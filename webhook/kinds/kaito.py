@@ -15,11 +15,46 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from .runtimes import Context
 from .view import PodView, Role, RoleSet, as_dict, count, identity, inherit_annotations, template_parts
 
 GROUP = "kaito.sh"
 KINDS = frozenset({"Workspace", "InferenceSet"})
+
+
+CONFIG_KEY = "inference_config.yaml"  # KAITO's inference ConfigMap: its ``vllm:`` section holds engine arguments
+
+
+def config_ref(obj: Any) -> str | None:
+    """The inference ConfigMap a Workspace (or an InferenceSet's template) names, for admission to read."""
+    if not isinstance(obj, dict) or not str(obj.get("apiVersion", "")).startswith(f"{GROUP}/"):
+        return None
+    body = as_dict(as_dict(obj.get("spec")).get("template")) if obj.get("kind") == "InferenceSet" else obj
+    name = as_dict(body.get("inference")).get("config")
+    return name if isinstance(name, str) and name else None
+
+
+def _config_flags(name: Any, ctx: Context, ref: str) -> tuple[list[str], list[str]]:
+    """vLLM flags from the ``vllm:`` section of the inference ConfigMap, and warnings when it cannot be read."""
+    if not isinstance(name, str) or not name:
+        return [], []
+    text = ctx.runtimes.configmap(name, CONFIG_KEY) if ctx.runtimes is not None else None
+    if text is None:
+        return [], [f"{ref}: inference ConfigMap {name} ({CONFIG_KEY}) is not readable here; its vLLM arguments "
+                    "are not known"]
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return [], [f"{ref}: inference ConfigMap {name}: {CONFIG_KEY} is not YAML; its vLLM arguments are not known"]
+    flags: list[str] = []
+    for key, value in as_dict(as_dict(doc).get("vllm")).items():
+        if not isinstance(key, str) or value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        flags += [flag] if value is True else [flag, str(value)]
+    return flags, []
 
 
 def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
@@ -47,11 +82,12 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         # KAITO's preset pods run the model with vLLM over every GPU of each node it provisions (TP = GPUs per
         # node, PP over the nodes): judged on that instance type, never against today's nodes.
         nodes = count(resource.get("count"), 1, f"{prefix}resource.count", minimum=1)
+        flags, warnings = _config_flags(inference.get("config"), ctx, ref)
         pod = {"containers": [{"name": "inference", "image": "mcr.microsoft.com/aks/kaito/kaito-base",
-                               "command": ["vllm", "serve", preset]}],
+                               "command": ["vllm", "serve", preset, *flags]}],
                "nodeSelector": {"node.kubernetes.io/instance-type": instance}}
         view = PodView(kind, ns, name, inherit_annotations({}, meta), pod, "inference", nodes, provisioned=instance)
-        return RoleSet(kind, name, (Role("inference", view, nodes, replicas * nodes),))
+        return RoleSet(kind, name, (Role("inference", view, nodes, replicas * nodes),), tuple(warnings))
     on = f"on {instance} nodes" if instance else "on the nodes its labelSelector names"
     what = "tuning" if body.get("tuning") else "inference"
     warning = (f"{ref}: KAITO preset {preset or '?'} ({what}) {on}: KAITO sizes the nodes and the engine flags "

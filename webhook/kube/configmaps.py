@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..kinds.kaito import config_ref as kaito_config_ref
 from .apiserver import ApiError, RawApi
 
 log = logging.getLogger("vramgate.configmaps")
@@ -44,6 +45,9 @@ def configmap_refs(obj: Any) -> list[str]:
                 walk(item, depth + 1)
 
     walk(obj.get("spec") if isinstance(obj, dict) else None, 0)
+    kaito = kaito_config_ref(obj)  # KAITO's inference ConfigMap: engine arguments, not env
+    if kaito is not None and kaito not in found and len(found) < MAX_REFS:
+        found.append(kaito)
     return found
 
 

@@ -20,8 +20,6 @@ KNOWN_GAPS = {
                                                               "from runtime_env env vars",
     ("22-eks-rayservice-custom-vllm-deepseek-r1-distill-8b.yaml", "worker"): "custom Ray Serve app from a "
                                                                               "ConfigMap script",
-    ("14-gke-job-axolotl-gemma3-4b-qlora-a100.yaml", "main"): "axolotl reads base_model from a YAML mounted "
-                                                               "from a ConfigMap volume",
     ("28-kserve-isvc-multinode-hf-runtime-llama3-8b-pp2.yaml", "predictor"): "the runtime passes the model as "
                                                                               "${MODEL_DIR}, filled by the storage "
                                                                               "initializer",

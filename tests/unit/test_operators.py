@@ -362,3 +362,40 @@ def test_kaito_inference_configmap_sets_the_presets_vllm_arguments(capsys: pytes
     code, out, _ = run(capsys, tmp_path, [ws])
     assert "inference ConfigMap q-inference (inference_config.yaml) is not readable here" in out, out
     assert "(131072 tokens × 1 seq)" in out
+
+
+AXOLOTL = """base_model: meta-llama/Llama-3.1-8B
+adapter: qlora
+load_in_4bit: true
+lora_r: 32
+sequence_len: 4096
+micro_batch_size: 2
+gradient_checkpointing: true
+"""
+
+
+def axolotl_job(items: bool = False) -> dict[str, Any]:
+    # axolotl's documented form: `axolotl train config.yml`, the config mounted from a ConfigMap.
+    container = gpu_container(["axolotl", "train", "/config/qlora.yml"], image="axolotlai/axolotl:main-latest")
+    container["volumeMounts"] = [{"name": "cfg", "mountPath": "/config"}]
+    source: dict[str, Any] = {"name": "axolotl-cfg"}
+    if items:
+        source["items"] = [{"key": "config.yaml", "path": "qlora.yml"}]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ft", "namespace": "ml"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container],
+                                           "volumes": [{"name": "cfg", "configMap": source}]}}}}
+
+
+@pytest.mark.parametrize("items", [False, True], ids=["key-is-file-name", "items-map-key-to-path"])
+def test_a_trainer_config_mounted_from_a_configmap_is_read(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           items: bool) -> None:
+    from webhook.kube.configmaps import configmap_refs
+
+    job = axolotl_job(items)
+    assert configmap_refs(job) == ["axolotl-cfg"]  # admission reads it too
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "axolotl-cfg", "namespace": "ml"},
+          "data": {"config.yaml" if items else "qlora.yml": AXOLOTL}}
+    code, out, _ = run(capsys, tmp_path, [job, cm])
+    assert code == 0 and "on trainer (qlora)" in out and "8.03B" in out, out
+    code, out, _ = run(capsys, tmp_path, [job])  # without the ConfigMap: no model, as before
+    assert "no VRAM estimate" in out, out

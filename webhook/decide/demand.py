@@ -41,7 +41,7 @@ from ..units.cuda import CudaVersion, cuda_from_image, parse_cuda
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import PRECISIONS, canonical, is_kv_dtype
 from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
-from .storage import downloaded_model, is_location, stored_model
+from .storage import downloaded_model, is_location, mounted_file, stored_model
 
 # When nothing declares a context and the model is unknown: llama.cpp's and TGI's historical default.
 UNKNOWN_MODEL_CONTEXT = 4096
@@ -338,6 +338,13 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         readings = [read_container(c, pod_commands, lookup, runtime) for c in containers]
     main = _main(readings)
     settings = main.settings or Settings("unknown")
+    config_file = settings.value("config") if settings.engine == trainers.NAME else None
+    if config_file and lookup is not None:
+        # The trainer's YAML (axolotl, LLaMA-Factory) mounted from a ConfigMap: what its command leaves unsaid.
+        # Readings made with a lookup are never cached, so filling these settings changes no one else's.
+        mounted = mounted_file(view.spec, main.container, config_file, lookup)
+        if mounted is not None and not trainers.read_config_file(settings, mounted[0], mounted[1]):
+            warnings.append(f"{mounted[1]} is not a YAML mapping; the trainer's settings in it are not known")
     engine = _engine_of(ann, settings)
     # LWS_WORKER_INDEX and the like arrive by fieldRef, but the workload already tells their value.
     unknown = [n for n in _relevant_unknown_env(main) if n not in runtime]

@@ -11,7 +11,7 @@ Each is tried as a model reference, deepest path component first; a place that n
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,4 +120,31 @@ def downloaded_model(catalog: Catalog, pod: Mapping[str, Any], engine: str | Non
                 found = identify(catalog, ref, engine)
                 if found.spec is not None:
                     return Stored(found, f"{init.get('name') or 'init container'} {arg}")
+    return None
+
+
+def mounted_file(pod: Mapping[str, Any], container: Mapping[str, Any], path: str,
+                 lookup: Callable[[str, str], str | None]) -> tuple[str, str] | None:
+    """The text of ``path`` when a ConfigMap volume of the container holds it, and where it came from."""
+    volumes = {v.get("name"): v for v in as_list(pod.get("volumes")) if isinstance(v, dict)}
+    for m in as_list(container.get("volumeMounts")):
+        if not isinstance(m, dict) or not isinstance(m.get("mountPath"), str):
+            continue
+        mount = m["mountPath"].rstrip("/")
+        sub = m.get("subPath") if isinstance(m.get("subPath"), str) else ""
+        if sub and path == mount:
+            rel = sub
+        elif not sub and path.startswith(mount + "/"):
+            rel = path[len(mount) + 1:]
+        else:
+            continue
+        volume = volumes.get(m.get("name"))
+        source = volume.get("configMap") if isinstance(volume, dict) else None
+        if not isinstance(source, dict) or not isinstance(source.get("name"), str):
+            continue
+        items = [i for i in as_list(source.get("items")) if isinstance(i, dict)]
+        key = next((str(i.get("key")) for i in items if i.get("path") == rel), None) if items else rel
+        text = lookup(source["name"], key) if key else None
+        if text is not None:
+            return text, f"ConfigMap {source['name']} key {key} (mounted at {path})"
     return None

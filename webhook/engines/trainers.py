@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+import yaml
+
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from ..units.precision import PRECISIONS
@@ -129,6 +131,41 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
         if found is not None:
             settings.put(key, found.value, found.source)
     return settings
+
+
+# A trainer's YAML config (axolotl, LLaMA-Factory): keys → settings, the first key present winning.
+_CONFIG_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("model", ("base_model", "model_name_or_path")),
+    ("finetuning_type", ("adapter", "finetuning_type")),
+    ("load_in_4bit", ("load_in_4bit",)),
+    ("load_in_8bit", ("load_in_8bit",)),
+    ("quantization_bit", ("quantization_bit",)),
+    ("lora_r", ("lora_r", "lora_rank")),
+    ("context", ("sequence_len", "cutoff_len", "max_seq_length")),
+    ("micro_batch", ("micro_batch_size", "per_device_train_batch_size")),
+    ("gradient_checkpointing", ("gradient_checkpointing",)),
+    ("deepspeed", ("deepspeed",)),
+    ("fsdp", ("fsdp", "fsdp_config")),
+)
+
+
+def read_config_file(settings: Settings, text: str, source: str) -> bool:
+    """Fill ``settings`` from a trainer's YAML config (what the command line left unsaid); whether it was YAML."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    if not isinstance(doc, dict):
+        return False
+    for key, names in _CONFIG_KEYS:
+        for name in names:
+            value = doc.get(name)
+            if value is None or value == "" or value is False or value == []:
+                continue
+            text_value = "true" if value is True else (name if isinstance(value, dict | list) else str(value))
+            settings.put(key, text_value, f"{source} {name}")
+            break
+    return True
 
 
 def finetune_of(settings: Settings) -> str | None:

@@ -1,6 +1,7 @@
-"""ConfigMaps a workload's env refers to, read for admission the way `vramgate check -f` reads them from files.
+"""ConfigMaps a workload refers to, read for admission the way `vramgate check -f` reads them from files.
 
-A Deployment whose vLLM flags come from ``env: valueFrom: configMapKeyRef`` or ``envFrom: configMapRef`` is only
+A Deployment whose vLLM flags come from ``env: valueFrom: configMapKeyRef`` or ``envFrom: configMapRef``, a
+trainer whose YAML config is a mounted ``configMap`` volume, or a KAITO preset's inference ConfigMap is only
 judged on what it really runs when those values are known. Admission reads the referenced ConfigMaps of the
 object's own namespace (never Secrets) through one ``get`` each, off the event loop, within a budget; a
 ConfigMap is remembered for ``ttl`` seconds, a missing one too. Without the RBAC to read ConfigMaps (403) the
@@ -33,7 +34,8 @@ def configmap_refs(obj: Any) -> list[str]:
         if depth > MAX_DEPTH or len(found) >= MAX_REFS:
             return
         if isinstance(node, dict):
-            for key in ("configMapKeyRef", "configMapRef"):
+            # env (configMapKeyRef, envFrom's configMapRef) and mounted files (a configMap volume or projection)
+            for key in ("configMapKeyRef", "configMapRef", "configMap"):
                 ref = node.get(key)
                 if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref["name"] not in found:
                     found.append(ref["name"])

@@ -237,3 +237,12 @@ def patch_ops(resp: dict[str, Any]) -> list[dict[str, Any]]:
 
 def dump(obj: Any) -> str:
     return yaml.safe_dump(obj, sort_keys=False)
+
+
+def validate_object(running: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """POST a review of ``obj`` to ``/validate`` of a running server (tests/harness.Running); its response part."""
+    with running.client() as c:
+        r = c.post("/validate", content=orjson.dumps(review(obj)), headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()["response"]
+    return out

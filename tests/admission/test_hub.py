@@ -20,7 +20,7 @@ from webhook.serve.app import create_app
 from webhook.serve.state import AppState
 
 from ..harness import Running, serve_app
-from .helpers import cluster, review
+from .helpers import cluster, validate_object
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hub"
 GATED = "meta-llama/Llama-5-Gated"
@@ -100,12 +100,7 @@ def deployment(model: str) -> dict[str, Any]:
                                          "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}
 
 
-def validate(running: Running, obj: dict[str, Any]) -> dict[str, Any]:
-    with running.client() as c:
-        r = c.post("/validate", content=orjson.dumps(review(obj)), headers={"Content-Type": "application/json"})
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()["response"]
-    return out
+validate = validate_object
 
 
 def wait_state(state: AppState, model: str, wanted: str) -> None:

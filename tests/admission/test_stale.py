@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-import orjson
 import pytest
 
 from webhook.cluster.snapshot import FixedInventory
@@ -14,7 +12,7 @@ from webhook.serve.app import create_app
 from webhook.serve.state import AppState
 
 from ..harness import Running, serve_app
-from .helpers import cluster, example, review
+from .helpers import cluster, example, validate_object
 
 
 class AgingInventory(FixedInventory):
@@ -33,12 +31,7 @@ def service() -> Iterator[tuple[Running, AgingInventory]]:
         yield running, inventory
 
 
-def validate(running: Running, obj: dict[str, Any]) -> dict[str, Any]:
-    with running.client() as c:
-        r = c.post("/validate", content=orjson.dumps(review(obj)), headers={"Content-Type": "application/json"})
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()["response"]
-    return out
+validate = validate_object
 
 
 def test_a_cluster_rejection_is_a_warning_once_the_inventory_is_stale(

@@ -54,6 +54,10 @@ class Metrics:
             "vramgate_client_disconnects", "Requests whose client went away before its body arrived (not an error)",
             ["endpoint"], registry=r,
         )
+        self.hub_lookups = Counter(
+            "vramgate_hub_lookups", "Unknown models asked of the model hub (config.hub), by result", ["result"],
+            registry=r,
+        )
         self.extender_errors = Counter(
             "vramgate_extender_errors", "Unexpected errors in extender decisions (answered, never a 500)",
             ["verb"], registry=r,

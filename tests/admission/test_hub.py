@@ -145,6 +145,8 @@ def test_an_unknown_model_is_resolved_in_the_background_and_judged_with_from_the
     # Asked once: config.json, then the optional files, never again for the same model.
     asked = [r for r in FakeHub.requests if "SmolLM3-3B" in r]
     assert sum("config.json" in r and "quantization" not in r for r in asked) == 1, asked
+    with running.client() as c:
+        assert 'vramgate_hub_lookups_total{result="resolved"} 1.0' in c.get("/metrics").text
 
 
 def test_a_gated_model_says_why_and_is_asked_again_later(service: tuple[Running, AppState]) -> None:
@@ -154,6 +156,8 @@ def test_a_gated_model_says_why_and_is_asked_again_later(service: tuple[Running,
     out = validate(running, deployment(GATED))
     assert out["allowed"]
     assert any(w.startswith(f"model {GATED}: 127.0.0.1:") and "could not say" in w for w in out["warnings"]), out
+    with running.client() as c:
+        assert 'vramgate_hub_lookups_total{result="failed"} 1.0' in c.get("/metrics").text
     time.sleep(0.25)  # retry_after_seconds
     out = validate(running, deployment(GATED))
     assert any("asking" in w for w in out["warnings"]), out

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from ..config import Hub
 from ..kube.hub_store import HubModelStore
+from ..metrics import Metrics
 from ..models.hub import HubError, fetch_entry, repo_id
 
 log = logging.getLogger("vramgate.hub")
@@ -37,10 +38,11 @@ class HubResolver:
     """One worker thread asking the hub for models, one at a time, each once (or again after a failure)."""
 
     def __init__(self, config: Hub, add: Callable[[dict[str, Any]], None],
-                 store: HubModelStore | None = None) -> None:
+                 store: HubModelStore | None = None, metrics: Metrics | None = None) -> None:
         self.config = config
         self._add = add
         self.store = store
+        self.metrics = metrics
         self._lookups: dict[str, _Lookup] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[str | None] = queue.Queue()
@@ -75,7 +77,7 @@ class HubResolver:
             except (TypeError, ValueError, KeyError) as exc:  # a hand-edited entry: skip it, ask the hub again
                 log.warning("ConfigMap entry for %s unusable (%s); asking the hub again when named", repos[0], exc)
                 continue
-            self._finish(repos[0], "resolved")
+            self._finish(repos[0], "resolved", metric="loaded")
             loaded += 1
         if loaded:
             log.info("%d hub-resolved model(s) loaded from ConfigMap %s", loaded, self.store.name)
@@ -145,6 +147,8 @@ class HubResolver:
             if self.store is not None:
                 self.store.save(entry)
 
-    def _finish(self, repo: str, state: str, reason: str = "") -> None:
+    def _finish(self, repo: str, state: str, reason: str = "", metric: str | None = None) -> None:
         with self._lock:
             self._lookups[repo] = _Lookup(state, time.monotonic(), reason)
+        if self.metrics is not None:  # resolved, failed, or loaded (from the ConfigMap, not asked)
+            self.metrics.hub_lookups.labels(result=metric or state).inc()

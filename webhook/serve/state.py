@@ -77,7 +77,7 @@ class AppState:
         self._base_catalog = self.catalog
         self._catalog_lock = threading.RLock()
         if self.config.hub.enabled:
-            self.hub = HubResolver(self.config.hub, self.add_model, self.hub_store)
+            self.hub = HubResolver(self.config.hub, self.add_model, self.hub_store, self.metrics)
         if isinstance(self.inventory, FixedInventory):
             # No watch will ever publish a fixed inventory's gauges: set them once here.
             self.metrics.observe_fixed_inventory(self.inventory.snapshot())

@@ -27,18 +27,25 @@ MAX_DEPTH = 14
 
 
 def configmap_refs(obj: Any) -> list[str]:
-    """Names of the ConfigMaps an object's containers take env from (``configMapKeyRef``, ``envFrom``)."""
+    """Names of the ConfigMaps an object's containers take env from (``configMapKeyRef``, ``envFrom``) or read a
+    config file from (a ``configMap`` volume mounted where a command names a file)."""
     found: list[str] = []
+
+    def add(name: str) -> None:
+        if name not in found and len(found) < MAX_REFS:
+            found.append(name)
 
     def walk(node: Any, depth: int) -> None:
         if depth > MAX_DEPTH or len(found) >= MAX_REFS:
             return
         if isinstance(node, dict):
-            # env (configMapKeyRef, envFrom's configMapRef) and mounted files (a configMap volume or projection)
-            for key in ("configMapKeyRef", "configMapRef", "configMap"):
+            for key in ("configMapKeyRef", "configMapRef"):
                 ref = node.get(key)
-                if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref["name"] not in found:
-                    found.append(ref["name"])
+                if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+                    add(ref["name"])
+            if isinstance(node.get("containers"), list):  # a pod spec
+                for name in _mounted_in_commands(node):
+                    add(name)
             for value in node.values():
                 if isinstance(value, dict | list):
                     walk(value, depth + 1)
@@ -48,9 +55,35 @@ def configmap_refs(obj: Any) -> list[str]:
 
     walk(obj.get("spec") if isinstance(obj, dict) else None, 0)
     kaito = kaito_config_ref(obj)  # KAITO's inference ConfigMap: engine arguments, not env
-    if kaito is not None and kaito not in found and len(found) < MAX_REFS:
-        found.append(kaito)
+    if kaito is not None:
+        add(kaito)
     return found
+
+
+def _mounted_in_commands(pod: dict[str, Any]) -> list[str]:
+    """ConfigMap volumes mounted where a container's command line names a file (a trainer's YAML config).
+
+    Only those: a ConfigMap mounted for anything else (a chat template, a script) is not read, so the answer
+    to such a pod stays cacheable and admission makes no API call for it.
+    """
+    volumes = {v.get("name"): v["configMap"]["name"] for v in pod.get("volumes") or []
+               if isinstance(v, dict) and isinstance(v.get("configMap"), dict)
+               and isinstance(v["configMap"].get("name"), str)}
+    if not volumes:
+        return []
+    names: list[str] = []
+    for c in pod.get("containers") or []:
+        if not isinstance(c, dict):
+            continue
+        text = " ".join(str(w) for w in [*(c.get("command") or []), *(c.get("args") or [])]
+                        if isinstance(w, str | int | float))
+        for m in c.get("volumeMounts") or []:
+            if not isinstance(m, dict) or m.get("name") not in volumes or not isinstance(m.get("mountPath"), str):
+                continue
+            mount = m["mountPath"].rstrip("/")
+            if f"{mount}/" in text or (m.get("subPath") and mount in text):
+                names.append(volumes[m["name"]])
+    return names
 
 
 class ConfigMapReader:

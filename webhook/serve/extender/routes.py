@@ -32,13 +32,14 @@ def extender_of(request: Request) -> tuple[AppState, Extender]:
     return state, state.extender
 
 
-async def read_body(request: Request, limit: int, hint: str = "") -> bytes:
-    """The request body, or BadRequest (413 past ``limit`` bytes, 400 for a bad Content-Length)."""
+async def read_body(request: Request, limit: int, hint: Callable[[], str] | None = None) -> bytes:
+    """The request body, or BadRequest (413 past ``limit`` bytes, with ``hint()`` saying why; 400 for a bad
+    Content-Length)."""
     try:
         return await read_limited(request, limit)
     except BodyTooLarge as exc:
         reason = (f"body of {exc.declared} bytes exceeds the limit of {limit}" if exc.declared is not None
-                  else f"body exceeds the limit of {limit} bytes") + hint
+                  else f"body exceeds the limit of {limit} bytes") + (hint() if hint else "")
         raise BadRequest(reason, status=413, code="too-large") from None
     except BadContentLength as exc:
         raise BadRequest(str(exc)) from None
@@ -98,7 +99,7 @@ async def _answer(request: Request, verb: str, decide: Callable[[Extender, bytes
     try:
         configured = state.config.extender.max_body_bytes
         limit = extender_body_limit(configured, _MEMORY_LIMIT)
-        body = await read_body(request, limit, too_large_hint(limit, configured, _MEMORY_LIMIT))
+        body = await read_body(request, limit, lambda: too_large_hint(limit, configured, _MEMORY_LIMIT))
         if len(body) > _OFFLOAD_BYTES:
             out = await anyio.to_thread.run_sync(decide, ext, body)
             del body

@@ -18,7 +18,17 @@ from typing import Any
 import yaml
 
 from .runtimes import Context
-from .view import PodView, Role, RoleSet, as_dict, count, identity, inherit_annotations, template_parts
+from .view import (
+    PodView,
+    Role,
+    RoleSet,
+    as_dict,
+    count,
+    engine_flags,
+    identity,
+    inherit_annotations,
+    template_parts,
+)
 
 GROUP = "kaito.sh"
 KINDS = frozenset({"Workspace", "InferenceSet"})
@@ -48,13 +58,7 @@ def _config_flags(name: Any, ctx: Context, ref: str) -> tuple[list[str], list[st
         doc = yaml.safe_load(text)
     except yaml.YAMLError:
         return [], [f"{ref}: inference ConfigMap {name}: {CONFIG_KEY} is not YAML; its vLLM arguments are not known"]
-    flags: list[str] = []
-    for key, value in as_dict(as_dict(doc).get("vllm")).items():
-        if not isinstance(key, str) or value is None or value is False:
-            continue
-        flag = "--" + key.replace("_", "-")
-        flags += [flag] if value is True else [flag, str(value)]
-    return flags, []
+    return engine_flags(as_dict(as_dict(doc).get("vllm"))), []
 
 
 def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:

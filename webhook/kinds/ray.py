@@ -31,6 +31,7 @@ from .view import (
     as_dict,
     as_list,
     count,
+    engine_flags,
     gpu_count,
     identity,
     inherit_annotations,
@@ -216,14 +217,6 @@ def _env_vars(runtime_env: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in env.items() if isinstance(v, str | int | float) and not isinstance(v, bool)}
 
 
-def _flag_value(value: Any) -> str | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float | str):
-        return str(value)
-    return None  # nested configs (speculative_config, hf_overrides …) do not reach the memory model
-
-
 def _llm_app(cfg: dict[str, Any], app_env: dict[str, str]) -> LLMApp | None:
     loading = as_dict(cfg.get("model_loading_config"))
     model_id = loading.get("model_id")
@@ -232,15 +225,7 @@ def _llm_app(cfg: dict[str, Any], app_env: dict[str, str]) -> LLMApp | None:
     if not isinstance(model, str) or not model:
         return None
     kwargs = as_dict(cfg.get("engine_kwargs"))
-    args = ["vllm", "serve", model]
-    for key, value in kwargs.items():
-        if not isinstance(key, str) or key in _SKIP_KWARGS:
-            continue
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            args.append(flag)
-        elif (text := _flag_value(value)) is not None:
-            args += [flag, text]
+    args = ["vllm", "serve", model, *engine_flags(kwargs, _SKIP_KWARGS)]
 
     def positive(key: str) -> int:
         v = kwargs.get(key)

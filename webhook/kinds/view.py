@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +111,24 @@ def as_list(value: Any) -> list[Any]:
 def as_dict(value: Any) -> dict[str, Any]:
     """``value`` when it is a mapping, else an empty one."""
     return value if isinstance(value, dict) else {}
+
+
+def engine_flags(kwargs: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> list[str]:
+    """Engine arguments written as a mapping (Ray Serve's ``engine_kwargs``, KAITO's ``vllm:``) as vLLM flags.
+
+    ``max_model_len: 4096`` → ``--max-model-len 4096``; ``true`` → the bare flag; false, null and nested
+    configs (speculative_config, hf_overrides …, which do not reach the memory model) are left out.
+    """
+    flags: list[str] = []
+    for key, value in kwargs.items():
+        if not isinstance(key, str) or key in skip:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, int | float | str) and not isinstance(value, bool):
+            flags += [flag, str(value)]
+    return flags
 
 
 def _strings(value: Any) -> dict[str, str]:

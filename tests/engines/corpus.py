@@ -148,3 +148,13 @@ if __name__ == "__main__":
             bad += 1
             print(f"{r.file} {r.kind}/{r.name} ({r.role}): " + "; ".join(m))
     print(f"{len(rs) - bad}/{len(rs)} roles read as expected")
+
+
+def file_header(path: Path, keys: tuple[str, ...]) -> dict[str, str]:
+    """The ``# key: value`` lines at the top of a corpus file (source, licence, GPUs …) that name ``keys``."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines()[:12]:
+        for key in keys:
+            if line.startswith(key):
+                out[key] = line[len(key):].strip()
+    return out

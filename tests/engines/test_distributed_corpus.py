@@ -13,18 +13,15 @@ import pytest
 
 from webhook.cli.main import main
 
+from .corpus import file_header
+
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "distributed"
 FILES = sorted(HERE.glob("[0-9][0-9]-*.yaml"))
 HEADER = ("# source:", "# licence:", "# gpu:", "# nodes:", "# layout:")
 
 
 def _header(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in path.read_text().splitlines()[:12]:
-        for key in HEADER:
-            if line.startswith(key):
-                out[key] = line[len(key):].strip()
-    return out
+    return file_header(path, HEADER)
 
 
 def test_the_corpus_is_large_and_every_file_says_where_it_comes_from() -> None:

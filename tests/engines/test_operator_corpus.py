@@ -14,6 +14,8 @@ import pytest
 
 from webhook.cli.main import main
 
+from .corpus import file_header
+
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "operators"
 NODES = HERE.parent / "distributed" / "nodes"
 FILES = sorted(HERE.glob("[0-9][0-9]-*.yaml"))
@@ -45,12 +47,7 @@ UNSIZED = {
 
 
 def _header(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in path.read_text().splitlines()[:12]:
-        for key in HEADER:
-            if line.startswith(key):
-                out[key] = line[len(key):].strip()
-    return out
+    return file_header(path, HEADER)
 
 
 def _check(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -221,12 +221,17 @@ def cmd_nodes(args: argparse.Namespace, config: Config) -> int:
             n.health,
             n.health_reason,
         ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    _print_table(rows, "(no GPU nodes)")
+    return EXIT_OK
+
+
+def _print_table(rows: Sequence[Sequence[str]], empty: str) -> None:
+    """Left-aligned columns, the first row the header; ``empty`` when there is nothing under it."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     if len(rows) == 1:
-        print("(no GPU nodes)")
-    return EXIT_OK
+        print(empty)
 
 
 def _spec_row(spec: ModelSpec) -> dict[str, Any]:
@@ -257,11 +262,7 @@ def _models_list(catalog: Catalog, family: str | None, output: str) -> int:
             f"{s.active_params / 1e9:.3g}B" if s.active_params else "-", s.dtype, str(s.context),
             f"{s.kv_elements_per_token() * 2 / 1024:.0f}KiB", "yes" if s.vision_params else "-",
         ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
-    if len(rows) == 1:
-        print("(no models)")
+    _print_table(rows, "(no models)")
     return EXIT_OK
 
 

@@ -236,7 +236,10 @@ class Config(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid", env_prefix="VRAMGATE_", env_nested_delimiter="__")
 
     namespace: str = "vramgate"
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1,
+        description="vLLM/NIM --gpu-memory-utilization when a workload sets none; unset: each engine "
+                    "version's own default (vLLM 0.9, 0.92 from 0.20).")
     labels: Labels = Field(default_factory=Labels)
     health: Health = Field(default_factory=Health)
     admission: Admission = Field(default_factory=Admission)

@@ -22,6 +22,7 @@ from ..decide.demand import default_util as default_utilization
 from ..engines import estimate, max_context, parse_version, suggest
 from ..engines import vllm as vllm_engine
 from ..engines.parallel import spanning_layouts
+from ..engines.precision import resolve_precision
 from ..models.catalog import Catalog, ModelSpec
 from ..models.vram import EstimateRequest
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
@@ -285,10 +286,10 @@ def request_for(catalog: Catalog, model: str, config: Config, *, engine: str = "
         raise FitError(f"unknown model {model!r}: not in the catalog; see `vramgate models list`, "
                        "or add it with `vramgate models import`")
     spec = found.spec
-    prec = canonical(precision) if precision else (canonical(found.quantization) if found.quantization else None)
-    if precision and prec is None:
+    if precision and canonical(precision) is None:
         raise FitError(f"--precision: {precision!r} is not a precision; use {PRECISIONS_ACCEPTED}")
-    prec = prec or spec.dtype
+    prec, _ = resolve_precision([(precision, "--precision"), (found.quantization, "model id")], spec,
+                                "inference", engine)
     kv = None
     if kv_cache_dtype:
         kv = canonical(kv_cache_dtype)
@@ -311,7 +312,7 @@ def request_for(catalog: Catalog, model: str, config: Config, *, engine: str = "
         if not 0 < util <= 1:
             raise FitError(f"--gpu-memory-utilization: {utilization!r} must be a fraction in (0, 1], e.g. 0.9")
     else:
-        util = default_utilization(engine, config, "inference", 1)
+        util = default_utilization(engine, config, "inference", 1, version)
     req = EstimateRequest(params=spec.params, precision=prec, spec=spec, context=ctx, engine=engine,
                           engine_version=version, kv_cache_dtype=kv)
     return req, util, spec.name

@@ -20,6 +20,7 @@ from ..config import Config, ConfigError, load_config
 from ..decide.verdict import judge
 from ..engines import ENGINES, estimate
 from ..engines.base import parse_version
+from ..engines.precision import resolve_precision
 from ..kinds import Runtimes, nothing_to_judge
 from ..kube.manifests import ManifestError, load_inventory
 from ..models.catalog import (
@@ -138,16 +139,17 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
 def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
     catalog = _catalog(config)
     spec = None
+    in_id: str | None = None
     if args.model:
-        spec = catalog.lookup(args.model)
+        found = catalog.resolve(args.model)
+        spec, in_id = (found.spec, found.quantization) if found else (None, None)
         if spec is None and args.params is None:
             raise UsageError(f"unknown model {args.model!r}: not in the catalog; pass --params (e.g. 15B)")
     try:
         params = parse_count(args.params) if args.params else spec.params  # type: ignore[union-attr]
     except QuantityError as exc:
         raise UsageError(f"--params: {exc}; use a count such as 15B, 7.6b, 350M or 1.5e9") from None
-    precision = canonical(args.precision) if args.precision else (spec.dtype if spec else "bf16")
-    if precision is None:
+    if args.precision and canonical(args.precision) is None:
         raise UsageError(f"--precision: {args.precision!r} is not a precision; use {PRECISIONS_ACCEPTED}")
     try:
         context = parse_positive_int(args.context) if args.context else None
@@ -160,6 +162,8 @@ def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
         if args.workload == "training":
             context = min(context, 2048)
     engine = args.engine or ("trainer" if args.workload == "training" else "vllm")
+    precision, _ = resolve_precision([(args.precision, "--precision"), (in_id, "model id")], spec, args.workload,
+                                     engine)
     version = parse_version(args.engine_version) if args.engine_version else None
     if args.engine_version and version is None:
         raise UsageError(f"--engine-version: {args.engine_version!r} is not a version; use e.g. 0.8.5")

@@ -28,9 +28,10 @@ from ..engines import (
     trainers,
 )
 from ..engines import vllm as vllm_engine
-from ..engines.base import parse_version
+from ..engines.base import Version, parse_version
 from ..engines.cmdline import Command
 from ..engines.identity import identify
+from ..engines.precision import resolve_precision
 from ..kinds import PodView, WorkloadError
 from ..kinds.view import is_placeholder
 from ..models.catalog import Catalog, ModelSpec, params_from_name
@@ -518,7 +519,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         warnings.append(f"{engine} puts the model on one GPU unless told otherwise: priced on one GPU; add "
                         f"{flag} {gpus * group} to split it over all {gpus * group} GPUs")
     est = estimate(req)
-    util = util_declared or default_util(engine, config, workload, tp or model_gpus)
+    util = util_declared or default_util(engine, config, workload, tp or model_gpus, req.engine_version)
     return done(model=model, spec=spec, estimate=est, utilization=util)
 
 
@@ -631,21 +632,11 @@ def _precision(ann: dict[str, str], s: Settings, in_id: str | None, spec: ModelS
             raise DeclarationError(declared.source, declared.value, "use one of " + PRECISIONS_ACCEPTED)
         sources.append(("precision", declared.source))
         return precision
-    # What the engine and the model id say: a value vramgate cannot price is passed over, never rejected
-    # (the engine accepted it).
-    for found in (quant, Found(in_id, "model id") if in_id else None, dtype):
-        if found is not None and (precision := canonical(found.value)) is not None:
-            sources.append(("precision", found.source))
-            return precision
-    if engine == ollama.NAME:
-        sources.append(("precision", "Ollama library tag default (q4_k_m)"))
-        return "q4_k_m"
-    if spec is not None and spec.dtype == "fp32" and workload == "inference":
-        # Engines serve fp32 checkpoints in fp16 (vLLM's --dtype auto); training keeps the checkpoint's dtype.
-        sources.append(("precision", "fp32 checkpoint served in fp16 (--dtype auto)"))
-        return "fp16"
-    sources.append(("precision", "catalog native dtype" if spec else "default bf16"))
-    return spec.dtype if spec else "bf16"
+    precision, source = resolve_precision(
+        ((f.value, f.source) for f in (quant, Found(in_id, "model id") if in_id else None, dtype) if f is not None),
+        spec, workload, engine)
+    sources.append(("precision", source))
+    return precision
 
 
 def _context(ann: dict[str, str], s: Settings, spec: ModelSpec | None, workload: Workload, engine: str,
@@ -764,16 +755,22 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
     return req.but(**changes) if changes else req
 
 
-def default_util(engine: str, config: Config, workload: Workload, tp: int) -> float:
-    """The share of each GPU the engine lets itself use when nothing says."""
+def default_util(engine: str, config: Config, workload: Workload, tp: int, version: Version | None = None) -> float:
+    """The share of each GPU the engine lets itself use when nothing says: the engine version's own default.
+
+    ``config.gpu_memory_utilization``, when set, replaces the vLLM/NIM default for every version.
+    """
     if workload == "training":
         return 1.0
     if engine in (vllm_engine.NAME, "nim"):
-        return config.gpu_memory_utilization
+        if config.gpu_memory_utilization is not None:
+            return config.gpu_memory_utilization
+        # NIM's vLLM backend: its own NIM_GPU_MEMORY_UTILIZATION default is 0.9, whatever the NIM version.
+        return vllm_engine.default_utilization(version) if engine == vllm_engine.NAME else 0.9
     if engine == sglang.NAME:
         return sglang.default_mem_fraction(tp)
     if engine == tgi.NAME:
         return 0.98  # cuda_memory_fraction 1.0, less the blocks TGI keeps back in warm-up
     if engine in (llamacpp.NAME, ollama.NAME):
         return 1.0
-    return config.gpu_memory_utilization
+    return config.gpu_memory_utilization or 0.9

@@ -6,12 +6,16 @@ import os
 import platform
 import time
 
-from . import admission_bench, extender_bench, micro, rss
+from . import accuracy, admission_bench, extender_bench, micro, rss
 
 
 def main() -> None:
     print(f"# vramgate benchmarks — {time.strftime('%Y-%m-%d %H:%M')} — {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}\n")
+    print("## Accuracy against published start-up logs (python -m bench.accuracy)\n")
+    found, outcomes, _, _ = accuracy.collect()
+    print(accuracy.table(found, by_band=False), "\n")
+    print(accuracy.outcome_table(outcomes), "\n")
     print("## Decision core (in-process)\n")
     print(micro.table(), "\n")
     print("## Scheduler extender: server time per call (in-process, raw bytes in → bytes out)\n")

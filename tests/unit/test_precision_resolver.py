@@ -54,3 +54,13 @@ def test_fit_uses_the_engine_versions_default(capsys: pytest.CaptureFixture[str]
     _, old, _ = request_for(CAT, "qwen3-8b", Config(), engine_version="0.10.1")
     _, new, _ = request_for(CAT, "qwen3-8b", Config(), engine_version="0.20.0")
     assert (old, new) == (0.9, 0.92)
+
+
+def test_a_checkpoint_format_defers_to_the_width_the_id_names() -> None:
+    # Published start: vllm-project/vllm#17327, `--quantization compressed-tensors` for nytopop/Qwen3-30B-A3B.w4a16
+    # on an RTX 3090 loads 15.68 GiB of weights; priced as fp8 (29 GiB) it was rejected.
+    spec = CAT.lookup("qwen3-30b-a3b")
+    assert resolve_precision([("compressed-tensors", "arg --quantization"), ("int4", "model id")], spec,
+                             "inference", "vllm") == ("int4", "model id")
+    assert resolve_precision([("compressed-tensors", "arg --quantization")], spec, "inference",
+                             "vllm")[0] == "fp8"

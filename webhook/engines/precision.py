@@ -12,6 +12,10 @@ from . import ollama
 # A candidate is a value as written and where it was written ("arg --quantization", "model id").
 Candidate = tuple[str | None, str]
 
+# Checkpoint formats that hold several widths (compressed-tensors: w4a16, w8a8, fp8): they say less than a
+# model id's "-w4a16" or "-FP8", so they are read only when nothing else names a width.
+FORMATS = frozenset({"compressed-tensors", "compressed_tensors"})
+
 
 def resolve_precision(candidates: Iterable[Candidate], spec: ModelSpec | None, workload: Workload,
                       engine: str | None) -> tuple[str, str]:
@@ -20,7 +24,9 @@ def resolve_precision(candidates: Iterable[Candidate], spec: ModelSpec | None, w
     Candidates come in the order the engine obeys them (quantization flag, the model id's quantization,
     ``--dtype``). A value vramgate cannot price is passed over, never an error: the engine accepted it.
     """
-    for value, source in candidates:
+    listed = list(candidates)
+    ordered = [c for c in listed if not _is_format(c[0])] + [c for c in listed if _is_format(c[0])]
+    for value, source in ordered:
         if value and (precision := canonical(value)) is not None:
             return precision, source
     if engine == ollama.NAME:
@@ -31,3 +37,7 @@ def resolve_precision(candidates: Iterable[Candidate], spec: ModelSpec | None, w
     if spec is not None:
         return spec.dtype, "catalog native dtype"
     return "bf16", "default bf16"
+
+
+def _is_format(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in FORMATS

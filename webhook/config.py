@@ -88,6 +88,14 @@ class Health(_Section):
     unhealthy_count: int = Field(0, ge=0)
 
 
+class Autofit(_Section):
+    """Autofit (vramgate.io/autofit): the fixes the mutating webhook may apply instead of a rejection."""
+
+    # The highest --gpu-memory-utilization autofit sets: above ~0.95 the CUDA context, NCCL and fragmentation
+    # leave too little outside vLLM's share.
+    max_gpu_memory_utilization: float = Field(0.95, gt=0, le=1)
+
+
 class Admission(_Section):
     """Admission webhook behaviour."""
 
@@ -124,6 +132,7 @@ class Admission(_Section):
     configmap_ttl_seconds: float = Field(30.0, gt=0)
     # How long one review may wait for ConfigMap reads before it is judged without them.
     configmap_budget_seconds: float = Field(1.0, gt=0)
+    autofit: Autofit = Field(default_factory=Autofit)
 
 
 class Server(_Section):

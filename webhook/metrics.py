@@ -58,6 +58,10 @@ class Metrics:
             "vramgate_hub_lookups", "Unknown models asked of the model hub (config.hub), by result", ["result"],
             registry=r,
         )
+        self.autofit = Counter(
+            "vramgate_autofit", "Autofit (vramgate.io/autofit) on rejected workloads: a fix applied, or refused",
+            ["result"], registry=r,
+        )
         self.extender_errors = Counter(
             "vramgate_extender_errors", "Unexpected errors in extender decisions (answered, never a 500)",
             ["verb"], registry=r,

@@ -82,11 +82,18 @@ def config_of(objs: list[dict[str, Any]], tmp_path: Path, name: str = "vramgate-
 def webhooks(objs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     m = one(objs, "MutatingWebhookConfiguration")["webhooks"]
     v = one(objs, "ValidatingWebhookConfiguration")["webhooks"]
-    assert m[0]["name"] == "mutate.vramgate.io" and [h["name"] for h in m[1:]] in ([], ["mutate-claims.vramgate.io"])
+    assert m[0]["name"] == "mutate.vramgate.io"
+    assert [h["name"] for h in m[1:] if h["name"] != "autofit.vramgate.io"] in ([], ["mutate-claims.vramgate.io"])
     assert v[0]["name"] == "validate.vramgate.io"
     assert [h["name"] for h in v[1:] if h["name"] != "validate-claims.vramgate.io"] in (
         [], ["validate-kinds.vramgate.io"])
     return m[0], v[0]
+
+
+def autofit_webhook(objs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """autofit.vramgate.io, GPU workloads sent to /mutate for vramgate.io/autofit, when rendered."""
+    return next((h for h in one(objs, "MutatingWebhookConfiguration")["webhooks"]
+                 if h["name"] == "autofit.vramgate.io"), None)
 
 
 def claim_webhooks(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -277,7 +284,8 @@ def test_webhook_rules_paths_and_selectors(render: Render) -> None:
     assert v["clientConfig"]["service"]["path"] == "/validate"
     for hook in (m, v):
         assert hook["admissionReviewVersions"] == ["v1"]
-        assert hook["sideEffects"] == "None"
+        # The mutating webhook writes autofit's Event, never on a dry run.
+        assert hook["sideEffects"] == ("NoneOnDryRun" if hook is m else "None")
         assert 1 <= hook["timeoutSeconds"] <= 10
         assert hook["namespaceSelector"] == {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS, "gpu-operator"]},
@@ -295,6 +303,25 @@ def test_webhook_rules_paths_and_selectors(render: Render) -> None:
         ("apps", "daemonsets"), ("batch", "jobs"), ("batch", "cronjobs")]}
     for hook in (m, v):
         assert all(rule["apiVersions"] == ["v1"] and rule["scope"] == "Namespaced" for rule in hook["rules"])
+
+
+def test_autofit_webhook_sends_gpu_workloads_to_mutate(render: Render) -> None:
+    objs = render(MODES["all-on"], namespace=NS)
+    m, _ = webhooks(objs)
+    a = autofit_webhook(objs)
+    assert a is not None
+    assert a["clientConfig"]["service"]["path"] == "/mutate" and a["sideEffects"] == "NoneOnDryRun"
+    assert a["failurePolicy"] == "Ignore" and a["reinvocationPolicy"] == "Never"
+    assert _rule_set(a) == {(g, r, ("CREATE", "UPDATE")) for g, r in [
+        ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"), ("apps", "daemonsets"),
+        ("batch", "cronjobs")]}
+    # The same GPU-only conditions and selectors as the other webhooks: CPU workloads never reach it.
+    assert a.get("matchConditions") == m.get("matchConditions") and a["namespaceSelector"] == m["namespaceSelector"]
+    role = one(objs, "ClusterRole", "vramgate-webhook")
+    assert {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]} in role["rules"]
+    off = render(merged(MODES["all-on"], {"webhook": {"autofit": {"enabled": False}}}), namespace=NS)
+    assert autofit_webhook(off) is None
+    assert all("events" not in r["resources"] for r in one(off, "ClusterRole", "vramgate-webhook")["rules"])
 
 
 def test_failure_policies_from_values(render: Render) -> None:
@@ -635,10 +662,15 @@ def test_least_privilege_per_role(render: Render) -> None:
     read = {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("get", "list", "watch")}
     read |= {("resource.k8s.io", r, v) for r in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
              for v in ("get", "list", "watch")}  # DRA inventory and the claims pods refer to
-    # Admission reads the ConfigMaps a workload's env names (get only; config.admission.read_configmaps).
-    assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == read | {("", "configmaps", "get")}
+    # Admission reads the ConfigMaps a workload's env names (get only; config.admission.read_configmaps), and
+    # autofit reads the object it changed for its UID and writes one Event (webhook.autofit.enabled).
+    autofit = {("", "events", "create")} | {(g, r, "get") for g, r in (
+        ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"), ("apps", "daemonsets"),
+        ("batch", "jobs"), ("batch", "cronjobs"))}
+    assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == read | {("", "configmaps", "get")} | autofit
     assert grants(rules_of(objs, "ClusterRole", "vramgate-extender")) == read
-    off = render({"config": {"admission": {"read_configmaps": False}}}, namespace=NS)
+    off = render({"config": {"admission": {"read_configmaps": False}}, "webhook": {"autofit": {"enabled": False}}},
+                 namespace=NS)
     assert grants(rules_of(off, "ClusterRole", "vramgate-webhook")) == read
     controller = grants(rules_of(objs, "ClusterRole", "vramgate-controller"))
     assert controller == (

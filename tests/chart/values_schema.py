@@ -180,6 +180,8 @@ def values_schema() -> Schema:
                 "gpuWorkloadsOnly": BOOL,
                 "unregisterOnUninstall": BOOL,
                 "excludedNamespaces": {"type": "array", "items": STRING},
+                "autofit": obj({"enabled": BOOL},
+                               "autofit.vramgate.io: GPU workloads to /mutate, for vramgate.io/autofit."),
                 "extraKinds": obj({
                     "enabled": BOOL, "failurePolicy": FAILURE_POLICY, "leaderWorkerSet": BOOL, "kserve": BOOL,
                     "ray": BOOL, "kubeflowTrainer": BOOL, "pytorchJob": BOOL, "jobSet": BOOL, "kubeai": BOOL,

@@ -43,15 +43,17 @@ Patch = list[dict[str, Any]]
 ANNOTATION: dict[str, str] = {
     "precision": d.A_PRECISION, "context": d.A_CONTEXT, "kv_dtype": d.A_KV_DTYPE, "batch": d.A_BATCH,
     "gradient_checkpointing": d.A_GRAD_CKPT, "finetune": d.A_FINETUNE, "parallelism": d.A_PARALLELISM,
+    "utilization": d.A_UTIL,
 }
 # The engine setting (webhook.engines tables) that says each change.
 SETTING: dict[str, str] = {"context": "context", "kv_dtype": "kv_dtype", "max_seqs": "max_seqs", "tp": "tp",
-                           "precision": "quantization", "gradient_checkpointing": "gradient_checkpointing"}
+                           "precision": "quantization", "gradient_checkpointing": "gradient_checkpointing",
+                           "utilization": "util"}
 # How to add a setting an engine was not given: ("arg", flag, value) or ("env", NAME, value); {n} is the value.
 ADD: dict[str, dict[str, tuple[str, str, str]]] = {
     "vllm": {"context": ("arg", "--max-model-len", "{n}"), "tp": ("arg", "--tensor-parallel-size", "{n}"),
              "kv_dtype": ("arg", "--kv-cache-dtype", "fp8"), "max_seqs": ("arg", "--max-num-seqs", "{n}"),
-             "precision": ("arg", "--quantization", "fp8")},
+             "precision": ("arg", "--quantization", "fp8"), "utilization": ("arg", "--gpu-memory-utilization", "{n}")},
     "sglang": {"context": ("arg", "--context-length", "{n}"), "tp": ("arg", "--tp", "{n}"),
                "kv_dtype": ("arg", "--kv-cache-dtype", "fp8_e5m2"), "precision": ("arg", "--quantization", "fp8")},
     "tgi": {"context": ("arg", "--max-total-tokens", "{n}"), "tp": ("arg", "--num-shard", "{n}"),
@@ -78,6 +80,7 @@ class Fix:
     description: str
     patch: Patch
     declares_only: bool = False  # True: it sets a vramgate.io annotation; the engine must be told the same
+    changes: tuple[Change, ...] = ()  # the semantic changes the patch makes (what autofit judges eligibility by)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"suggestion": self.suggestion, "description": self.description, "patch": self.patch}
@@ -364,7 +367,7 @@ def fixes_for(doc: dict[str, Any], judgement: Judgement, role_index: int | None,
         else:
             ok = role_index < len(again.roles) and again.roles[role_index].judgement.allowed
         if ok:
-            out.append(Fix(len(out) + 1, s.text, patch, declares))
+            out.append(Fix(len(out) + 1, s.text, patch, declares, s.changes))
     return out
 
 

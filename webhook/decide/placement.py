@@ -422,7 +422,7 @@ class Change:
 
 
 CHANGE_KINDS = ("precision", "gpus", "kv_dtype", "context", "batch", "max_seqs", "gradient_checkpointing",
-                "finetune", "parallelism")
+                "finetune", "parallelism", "utilization")
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ class Answer:
     warnings: tuple[str, ...] = ()
     patch: list[dict[str, Any]] = field(default_factory=list)
     error: bool = False
+    # Autofit on a rejected workload: "applied" or "refused" (the metric's label), and what it changed.
+    autofit: str | None = None
+    autofit_change: str = ""
 
 
 @dataclass(frozen=True)

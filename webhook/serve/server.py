@@ -14,6 +14,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -28,6 +29,7 @@ from fastapi import FastAPI
 from ..cluster.snapshot import InventorySource, StaticInventory
 from ..config import Config
 from ..kube.apiserver import RawApi
+from ..kube.autofit_events import AutofitEvents
 from ..kube.configmaps import ConfigMapReader
 from ..kube.hub_store import HubModelStore
 from ..kube.manifests import load_inventory
@@ -70,6 +72,19 @@ def configmap_reader(config: Config, inventory: InventorySource, kubeconfig: str
         return RawApi(api_client(kubeconfig or getattr(inventory, "kubeconfig", None)), timeout=2.0)
 
     return ConfigMapReader(api, ttl=config.admission.configmap_ttl_seconds)
+
+
+def autofit_events(inventory: InventorySource, kubeconfig: str | None) -> AutofitEvents | None:
+    """The writer of autofit's Events, for an instance that admits in a cluster."""
+    if isinstance(inventory, StaticInventory):
+        return None
+
+    def api() -> RawApi:
+        from ..kube.client import api_client
+
+        return RawApi(api_client(kubeconfig or getattr(inventory, "kubeconfig", None)), timeout=5.0)
+
+    return AutofitEvents(api, os.environ.get("POD_NAME") or socket.gethostname())
 
 
 def hub_store(config: Config, inventory: InventorySource, kubeconfig: str | None) -> HubModelStore | None:
@@ -323,7 +338,8 @@ def serve(args: argparse.Namespace, config: Config) -> int:
     kubeconfig = getattr(args, "kubeconfig", None)
     state = AppState(config, inventory, role=args.role, metrics=metrics,
                      configmaps=configmap_reader(config, inventory, kubeconfig),
-                     hub_store=hub_store(config, inventory, kubeconfig))
+                     hub_store=hub_store(config, inventory, kubeconfig),
+                     autofit_events=autofit_events(inventory, kubeconfig))
     server = make_server(state, reloader, args.host, args.port, getattr(args, "kubeconfig", None),
                          dev=bool(getattr(args, "dev", False)))
     handled = (signal.SIGTERM, signal.SIGINT)

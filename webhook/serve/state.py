@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from ..cluster.snapshot import FixedInventory, InventorySource
 from ..config import Config
+from ..kube.autofit_events import AutofitEvents
 from ..kube.configmaps import ConfigMapReader
 from ..kube.hub_store import HubModelStore
 from ..metrics import Metrics
@@ -59,6 +60,8 @@ class AppState:
     configmaps: ConfigMapReader | None = field(default=None, repr=False)
     # Where hub-resolved models are kept between pods (a ConfigMap; None: memory only).
     hub_store: HubModelStore | None = field(default=None, repr=False)
+    # Writes autofit's Events on the workloads it changed (None: a fixed inventory, no cluster to write to).
+    autofit_events: AutofitEvents | None = field(default=None, repr=False)
     # Unknown models asked of the hub in the background (None: hub.enabled is off).
     hub: HubResolver | None = field(default=None, init=False, repr=False)
     # Entries the hub resolved: kept across models-file reloads (use_catalog adds them to each new catalog).

@@ -10,6 +10,10 @@ import logging
 from dataclasses import replace
 from typing import Any, Literal
 
+import jsonpatch
+
+from ...advise.autofit import NAMESPACE_MODE, already_applied, autofit, engine_flags_changed, wanted
+from ...advise.fixes import rejudger
 from ...cluster.snapshot import Snapshot
 from ...config import Config, Enforcement
 from ...decide.mutation import OUTPUT_ANNOTATIONS, mutation
@@ -24,9 +28,12 @@ from ..state import AppState
 from .review import AdmissionRequest
 
 Webhook = Literal["validate", "mutate"]
+# Autofit for this review: off, on a CREATE (unless the object already carries its trail), or on an UPDATE
+# whose engine flags changed.
+AutofitMode = Literal["off", "create", "update"]
 SKIP_LABEL = "vramgate.io/skip"
 ENFORCEMENT_LABEL = "vramgate.io/enforcement"
-_MODES: frozenset[str] = frozenset({"enforce", "warn", "off"})
+_MODES: frozenset[str] = frozenset({"enforce", "warn", "off", NAMESPACE_MODE})
 
 log = logging.getLogger("vramgate.admission")
 
@@ -34,6 +41,8 @@ log = logging.getLogger("vramgate.admission")
 def enforcement_for(snapshot: Snapshot, config: Config, namespace: str) -> Enforcement:
     """The namespace's ``vramgate.io/enforcement`` label (from the snapshot), else the configured default."""
     mode = snapshot.enforcement.get(namespace)
+    if mode == NAMESPACE_MODE:
+        return "enforce"  # autofit: enforce, and the mutating webhook applies an eligible fix first
     if isinstance(mode, str) and mode in _MODES:
         return mode  # type: ignore[return-value]
     return config.admission.default_enforcement
@@ -127,10 +136,15 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
         enforcement = enforcement_for(snapshot, config, namespace)
         if enforcement == "off":
             return Answer(True, "enforcement-off")
+        fit_mode: AutofitMode = "off"
+        if webhook == "mutate" and wanted(obj, snapshot.enforcement.get(namespace)):
+            fit_mode = "update" if op == "UPDATE" else "create"
         if op == "UPDATE":
-            if webhook == "mutate":
-                return Answer(True, "update")  # pod specs are (mostly) immutable; only CREATE is rewritten
-            if not declaration_changed(obj, req.get("oldObject")):
+            if webhook == "mutate" and not (fit_mode == "update" and engine_flags_changed(obj, req.get("oldObject"))):
+                # Pod specs are (mostly) immutable; only CREATE is rewritten, and autofit only re-runs on an
+                # UPDATE that changes the engine's flags.
+                return Answer(True, "update")
+            if webhook == "validate" and not declaration_changed(obj, req.get("oldObject")):
                 return Answer(True, "unchanged")
         if not snapshot.synced:
             # Judging an empty inventory would admit everything; answer as if the webhook were down.
@@ -140,10 +154,12 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
         # The same object against the same snapshot, config and catalog gets the same answer (see answers.py);
         # not while the inventory is stale (its snapshot stops changing, and the answer depends on how stale).
         catalog = state.catalog
-        key = state.answers.key(webhook, namespace, enforcement, obj) if runtimes is None and stale is None else None
+        key = (state.answers.key(f"{webhook}:{fit_mode}", namespace, enforcement, obj)
+               if runtimes is None and stale is None else None)
         cached = state.answers.get(key, snapshot, config, catalog) if key is not None else None
         if cached is None:
-            cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook, runtimes, stale)
+            cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook, runtimes, stale,
+                             fit_mode)
             if key is not None:
                 state.answers.put(key, cached, snapshot, config, catalog)
         if cached.remember is not None:
@@ -158,7 +174,7 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
 
 def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str,
             enforcement: Enforcement, webhook: Webhook, runtimes: Runtimes | None = None,
-            stale: float | None = None) -> Cached:
+            stale: float | None = None, fit_mode: AutofitMode = "off") -> Cached:
     """The answer for an object past the exclusions, and what /validate records of it: a function of the arguments."""
     judgement = judge(obj, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement,
                       runtimes=runtimes)
@@ -171,9 +187,32 @@ def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Ca
         return Cached(Answer(judgement.allowed, judgement.code, judgement.message, judgement.warnings), remember,
                       unknown_models(judgement))
     if not judgement.allowed:
+        if fit_mode == "update" or (fit_mode == "create" and not already_applied(obj)):
+            return Cached(_autofitted(obj, judgement, snapshot, config, catalog, namespace, enforcement, runtimes))
         return Cached(Answer(True, judgement.code))  # /validate denies; mutation stays out of the way
     patch, notes = mutation(obj, judgement, config)
     return Cached(Answer(True, judgement.code, warnings=tuple(notes), patch=patch))
+
+
+def _autofitted(obj: dict[str, Any], judgement: Judgement, snapshot: Snapshot, config: Config, catalog: Catalog,
+                namespace: str, enforcement: Enforcement, runtimes: Runtimes | None) -> Answer:
+    """The mutating answer for a rejected object that asked for autofit: the fix and its trail, then the usual
+    mutation of the fixed object; or, when no fix is eligible, why (validation then rejects as written)."""
+    rejudge = rejudger(snapshot, config, catalog, runtimes)
+    outcome = autofit(obj, judgement, snapshot, config, rejudge)
+    if outcome is None:
+        return Answer(True, judgement.code)
+    if not outcome.applied:
+        return Answer(True, judgement.code, warnings=(f"vramgate autofit: refused: {outcome.reason}",),
+                      autofit=outcome.result)
+    fixed = jsonpatch.apply_patch(obj, outcome.patch)
+    again = judge(fixed, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement,
+                  runtimes=runtimes)
+    more, notes = mutation(fixed, again, config) if again.allowed else ([], [])
+    # JSON Patch operations apply in order: the mutation's, computed on the fixed object, follow the fix's.
+    note = f"vramgate autofit: applied {outcome.reason} instead of rejecting: {judgement.message.splitlines()[0]}"
+    return Answer(True, "autofit", warnings=(note, *notes), patch=[*outcome.patch, *more], autofit=outcome.result,
+                  autofit_change=outcome.reason)
 
 
 # Denials that rest on the inventory's GPUs (placement.Code, and a selector matching only too-small GPUs):

@@ -35,6 +35,7 @@ class AdmissionRequest(TypedDict):
     object: NotRequired[dict[str, Any] | None]
     oldObject: NotRequired[dict[str, Any] | None]
     dryRun: NotRequired[bool]
+    resource: NotRequired[dict[str, Any]]
 
 
 class Status(TypedDict):

@@ -12,6 +12,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ...kinds import KINDS, Runtimes
+from ...kube.autofit_events import Target
 from ...kube.configmaps import configmap_refs
 from ..answers import Answer
 from ..bodies import BadContentLength, BodyTooLarge, read_limited
@@ -72,6 +73,12 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     kind = gvk_kind if gvk_kind in KINDS else "other"
     verdict = _verdict(answer)
     metrics.admission_requests.labels(req["operation"], kind, verdict, answer.reason).inc()
+    if answer.autofit is not None:
+        metrics.autofit.labels(answer.autofit).inc()
+        if answer.autofit == "applied" and not req.get("dryRun") and state.autofit_events is not None:
+            target = _event_target(req)
+            if target is not None:
+                state.autofit_events.record(target, f"autofit applied {answer.autofit_change}")
     if not answer.allowed:
         state.rejections.append(_rejection(req, webhook, answer))
     metrics.admission_duration.labels(webhook).observe(elapsed)
@@ -117,6 +124,20 @@ def _fields(req: Any, webhook: str, verdict: str, answer: Answer, elapsed: float
         "warnings": len(answer.warnings),
         "duration_ms": round(elapsed * 1000, 3),
     }
+
+
+def _event_target(req: Any) -> Target | None:
+    """The object autofit changed, as the API server will store it (None without a name: generateName)."""
+    obj = req.get("object") or {}
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    name = req.get("name") or meta.get("name")
+    namespace = req.get("namespace") or meta.get("namespace")
+    resource = req.get("resource") or {}
+    if not (isinstance(name, str) and name and isinstance(namespace, str) and namespace and isinstance(resource, dict)):
+        return None
+    return Target(namespace, str(resource.get("group") or ""), str(resource.get("version") or "v1"),
+                  str(resource.get("resource") or ""), str(req["kind"]["kind"]), name)
 
 
 def _rejection(req: Any, webhook: str, answer: Answer) -> Rejection:

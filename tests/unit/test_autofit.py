@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import orjson
 import pytest
+import yaml
 
 from webhook.advise.autofit import (
     A_APPLIED,
@@ -19,7 +21,9 @@ from webhook.advise.autofit import (
     ineligible,
     wanted,
 )
+from webhook.advise.explain import as_dict, explain, render
 from webhook.advise.fixes import rejudger
+from webhook.cli.main import main
 from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Admission, Autofit, Config
 from webhook.decide.placement import Change
@@ -195,3 +199,41 @@ def test_engine_flags_changed_only_when_command_args_or_env_change() -> None:
     env["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "VLLM_USE_V1", "value": "1"}]
     assert engine_flags_changed(env, old)
     assert engine_flags_changed(old, None)
+
+
+def _files(tmp_path: Path, args: list[str]) -> tuple[Path, Path]:
+    manifest = tmp_path / "chat.yaml"
+    manifest.write_text(yaml.safe_dump(vllm(*args, annotations={A_AUTOFIT: "true"}), sort_keys=False))
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump(L4))
+    return manifest, nodes
+
+
+def test_check_autofit_prints_the_diff_and_changes_no_file(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    manifest, nodes = _files(tmp_path, ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "131072"])
+    before = manifest.read_text()
+    assert main(["check", "-f", str(manifest), "--nodes", str(nodes), "--autofit"]) == 0
+    out, err = capsys.readouterr()
+    assert "-        - '131072'\n+        - '11264'\n" in out and "+    vramgate.io/autofit-applied:" in out
+    assert "deployment/d: autofit: --max-model-len 11264" in err
+    assert manifest.read_text() == before
+
+
+def test_check_autofit_exits_1_when_no_fix_is_eligible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest, nodes = _files(tmp_path, ["--model", "Qwen/Qwen3-14B", "--max-model-len", "8192"])
+    assert main(["check", "-f", str(manifest), "--nodes", str(nodes), "--autofit"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "deployment/d: autofit refused: no eligible fix" in err
+    assert main(["check", "-f", str(manifest), "--nodes", str(nodes), "--autofit", "--fix"]) == 2
+
+
+def test_explain_shows_what_autofit_changed() -> None:
+    _, result = applied(vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "131072"), L4)
+    snap = snapshot_from_nodes([L4], CFG)
+    e = explain(result, snap, CFG, CAT)
+    text = render(e)
+    assert "  autofit: applied --max-model-len 11264" in text
+    assert "    instead of rejecting: deployment/d: needs" in text
+    assert as_dict(e)["autofit"]["change"].startswith("--max-model-len 11264")
+    assert as_dict(explain(vllm("--model", "qwen3-8b"), snap, CFG, CAT))["autofit"] is None

@@ -89,6 +89,18 @@ def already_applied(obj: dict[str, Any]) -> bool:
     return A_APPLIED in _annotations(obj.get("metadata"))
 
 
+def trail(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """What ``vramgate.io/autofit-applied`` records (change, reason, patch), or None when absent."""
+    raw = _annotations(obj.get("metadata")).get(A_APPLIED)
+    if raw is None:
+        return None
+    try:
+        data = orjson.loads(str(raw))
+    except orjson.JSONDecodeError:
+        return {"change": str(raw)}
+    return data if isinstance(data, dict) else {"change": str(raw)}
+
+
 def engine_flags_changed(obj: dict[str, Any], old: dict[str, Any] | None) -> bool:
     """On UPDATE: whether any container's command, args or env changed (what the engine reads its flags from)."""
     if not isinstance(old, dict):
@@ -196,7 +208,8 @@ def autofit(doc: dict[str, Any], judgement: Judgement, snapshot: Snapshot, confi
         tail = "; ".join(refused) if refused else "no fix makes it fit"
         return Outcome(False, f"no eligible fix ({tail})", [])
     chosen = min(eligible, key=lambda f: min(ORDER.index(c.what) for c in f.changes))
-    reason = f"{judgement.message.splitlines()[0] if judgement.message else judgement.code}"
+    # The rejection's first sentence (its "Try:" list is what autofit just chose from).
+    reason = (judgement.message.splitlines()[0] if judgement.message else judgement.code).split(" Try:")[0]
     return Outcome(True, chosen.description, _with_trail(doc, chosen, reason), chosen)
 
 

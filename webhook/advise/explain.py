@@ -22,6 +22,7 @@ from ..decide.selectors import describe_constraints, selects
 from ..decide.verdict import Judgement, judge
 from ..kinds import Runtimes, as_list
 from ..models.catalog import Catalog
+from .autofit import trail
 
 SELECTOR = "Selector"
 TAINT = "Taint"
@@ -71,6 +72,7 @@ class Explanation:
     roles: tuple[RoleExplanation, ...]
     events: tuple[str, ...] = field(default=())
     placed: tuple[str, ...] = field(default=())  # pod → node, for the workload's pods already bound
+    autofit: Mapping[str, Any] | None = None  # vramgate.io/autofit-applied: what autofit changed, and why
 
     @property
     def fix(self) -> str:
@@ -207,13 +209,17 @@ def explain(
         roles[0] = replace(roles[0], fix=f"none needed for its running pods (on {', '.join(nodes[:3])}); "
                                          f"a further replica must {roles[0].fix}")
     return Explanation(ref, ns, judgement.allowed, judgement.message, judgement.warnings, tuple(roles),
-                       tuple(events), bound)
+                       tuple(events), bound, trail(obj))
 
 
 def render(e: Explanation, per_group: int = 5) -> str:
     """The explanation as people read it in a terminal."""
     lines = [f"{e.ref} (namespace {e.namespace})"]
     lines.append(f"  admission: {'admitted' if e.allowed else 'REJECTED'}" + (f": {e.message}" if e.message else ""))
+    if e.autofit is not None:
+        lines.append(f"  autofit: applied {e.autofit.get('change', '?')}")
+        if e.autofit.get("reason"):
+            lines.append(f"    instead of rejecting: {e.autofit['reason']}")
     for w in e.warnings:
         lines.append(f"  warning: {w}")
     for r in e.roles:
@@ -263,5 +269,6 @@ def as_dict(e: Explanation) -> dict[str, Any]:
         } for r in e.roles],
         "events": list(e.events),
         "podsBound": list(e.placed),
+        "autofit": dict(e.autofit) if e.autofit is not None else None,
         "fix": e.fix,
     }

@@ -82,6 +82,14 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
         raise UsageError("--suggestion and --dry-run go with --fix")
     if args.fix and args.output != "text":
         raise UsageError("--fix prints a diff; -o json|yaml|junit|sarif lists the fixes without applying them")
+    if args.autofit:
+        if args.fix or args.output != "text":
+            raise UsageError("--autofit prints the diff autofit would make; it goes without --fix and -o")
+        from .report import run_autofit
+
+        for path in args.file:
+            read_documents(path)
+        return run_autofit(args.file, _snapshot(args, config), config, catalog)
     if args.output != "text" or args.fix:
         from .report import run_check
 
@@ -415,6 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--suggestion", type=int, default=1, metavar="N",
                        help="with --fix: apply the Nth offered fix of each rejection (default 1)")
     check.add_argument("--dry-run", action="store_true", help="with --fix: print the diff, change nothing")
+    check.add_argument("--autofit", action="store_true",
+                       help="print, as a diff, what autofit (vramgate.io/autofit) would change in each rejected "
+                            "workload, opted in or not; files are not changed. Exit 0 when every workload is then "
+                            "admitted, 1 when some has no eligible fix")
     check.set_defaults(func=cmd_check)
 
     est = sub.add_parser("estimate", help="VRAM breakdown for a model")

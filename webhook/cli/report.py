@@ -421,3 +421,44 @@ def run_check(files: Sequence[str], output: str, snapshot: Snapshot, config: Con
         return 1 if rejected else 0
     again = collect(files, snapshot, config, catalog, with_fixes=False)
     return 1 if any(not r.allowed for r in again) else 0
+
+
+def run_autofit(files: Sequence[str], snapshot: Snapshot, config: Config, catalog: Catalog) -> int:
+    """`vramgate check --autofit`: the diff the mutating webhook would make to each rejected workload (files are
+    not changed); exit 0 when every workload is then admitted, 1 when some has no eligible fix."""
+    import sys
+
+    from ..advise.autofit import autofit
+    from ..advise.fixes import Edit, rewrite, unified
+
+    problems: list[str] = []
+    located: list[Located] = []
+    for path in files:
+        found, bad = read_documents(path)
+        located.extend(found)
+        problems.extend(bad)
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    runtimes = Runtimes.of([loc.obj for loc in located])
+    again = rejudger(snapshot, config, catalog, runtimes)
+    edits: dict[str, list[Edit]] = {}
+    refused = False
+    for loc in located:
+        judgement = judge(loc.obj, snapshot, config, catalog, runtimes=runtimes)
+        outcome = autofit(loc.obj, judgement, snapshot, config, again)
+        if outcome is None:
+            continue
+        ref = judgement.view.ref if judgement.view else str(loc.obj.get("kind", "?")).lower()
+        if not outcome.applied:
+            refused = True
+            print(f"# {ref}: autofit refused: {outcome.reason}", file=sys.stderr)
+            continue
+        print(f"# {ref}: autofit: {outcome.reason}", file=sys.stderr)
+        edits.setdefault(loc.file, []).append(
+            Edit(loc.document, "" if loc.item is None else f"/items/{loc.item}", outcome.patch))
+    for path, file_edits in edits.items():
+        before, after = rewrite(path, file_edits)
+        sys.stdout.write(unified(path, before, after))
+    if problems:
+        return 2
+    return 1 if refused else 0

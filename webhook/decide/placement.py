@@ -483,7 +483,7 @@ def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
         if ctx is not None and ctx < req.context and ctx >= 256:
             n = round_context(ctx)
             flag = suggest(engine, "context", n) or f"--max-model-len {n}"
-            tips.append(Suggestion(f"{flag} (vramgate.io/context-length: {n}; the model allows {req.context})",
+            tips.append(Suggestion(f"{flag} (vramgate.io/context-length: {n}; was {req.context})",
                                    (Change("context", n),)))
         if req.batch > 1:
             for b in range(req.batch - 1, 0, -1):

@@ -56,3 +56,24 @@ def test_docs_accuracy_carries_the_current_tables() -> None:
     assert f"{accuracy.BEGIN}\n{block}\n{accuracy.END}" in doc, (
         "docs/accuracy.md is stale: python -m bench.accuracy --by-version --doc docs/accuracy.md "
         "--plot docs/img/accuracy.png")
+
+
+def test_the_measured_residuals_admission_uses_are_current() -> None:
+    found, _, _, _ = accuracy.collect()
+    assert accuracy.MEASURED.read_text() == accuracy.measured_text(found), (
+        "webhook/data/measured.yaml is stale: python -m bench.accuracy --write-measured")
+
+
+def test_chance_to_fit_reads_the_residuals() -> None:
+    from webhook.engines.measured import chance_to_fit, residuals
+
+    vllm = residuals()["vllm"]
+    assert len(vllm) >= 40 and list(vllm) == sorted(vllm)
+    # Expected exactly what is usable: it fits when vramgate is right or high (e >= 0).
+    chance, n = chance_to_fit("vllm", 20_000, 4_000, 20_000) or (0.0, 0)
+    assert n == len(vllm) and chance == sum(1 for e in vllm if e >= 0) / n
+    # Far over: no measured error closes the gap; far under: every one does.
+    assert chance_to_fit("vllm", 40_000, 4_000, 20_000) == (0.0, n)
+    assert chance_to_fit("vllm", 10_000, 4_000, 20_000) == (1.0, n)
+    assert chance_to_fit("vllm", 20_000, 21_000, 20_000) is None  # nothing but KV: nothing measured applies
+    assert chance_to_fit("tgi", 20_000, 4_000, 19_000) is None  # not measured

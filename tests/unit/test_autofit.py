@@ -237,3 +237,24 @@ def test_explain_shows_what_autofit_changed() -> None:
     assert "    instead of rejecting: deployment/d: needs" in text
     assert as_dict(e)["autofit"]["change"].startswith("--max-model-len 11264")
     assert as_dict(explain(vllm("--model", "qwen3-8b"), snap, CFG, CAT))["autofit"] is None
+
+
+def test_a_straddle_warning_states_the_measured_chance_of_starting() -> None:
+    from webhook.engines import estimate
+    from webhook.engines.measured import chance_to_fit
+
+    obj = vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "36864")
+    snap = snapshot_from_nodes([L4], CFG)
+    j = judge(obj, snap, CFG, CAT)
+    assert j.allowed
+    (warning,) = [w for w in j.warnings if "may not fit" in w]
+    est = j.demand.estimate  # type: ignore[union-attr]
+    assert est is not None
+    # Priced on the GPU it straddles (vLLM's batch defaults depend on it), as admission does.
+    on_l4 = estimate(est.request.but(gpu_mib=23034.0, gpu_product="NVIDIA-L4"))
+    chance, logs = chance_to_fit("vllm", on_l4.per_gpu_mib, est.kv_cache_mib, 23034 * 0.9) or (-1.0, 0)
+    assert 0 < chance < 0.5 and logs >= 40
+    assert warning.endswith(f"; measured chance it starts: {chance:.0%} (vramgate's error on {logs} published vllm "
+                            "start-up logs, docs/accuracy.md)")
+    # Autofit leaves an admitted straddle alone.
+    assert autofit(obj, j, snap, CFG, rejudger(snap, CFG, CAT, None)) is None

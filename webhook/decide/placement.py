@@ -12,6 +12,7 @@ from ..cluster.inventory import NodeGPUs, vram_missing
 from ..config import PlacementMode
 from ..engines import estimate as run_estimate
 from ..engines import max_context, suggest
+from ..engines.measured import chance_to_fit
 from ..engines.parallel import spanning_layouts
 from ..models.vram import EstimateRequest, round_context
 from ..units.cuda import CudaVersion, format_cuda, min_driver_major
@@ -355,6 +356,13 @@ def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: N
     msg = (f"{demand.view.ref}: may not fit: expected {_gib(expected)} GiB per GPU{engine}, "
            f"{best.product or best.name} offers {_gib(best.vram_mib * need.utilization)} GiB usable; "
            f"admitted because the low end of the estimate ({_gib(need.per_gpu_mib)} GiB) fits")
+    if est is not None:
+        kv = est.kv_cache_mib / max(est.request.gpus, 1)
+        measured = chance_to_fit(est.request.engine, expected, kv, best.vram_mib * need.utilization)
+        if measured is not None:
+            chance, logs = measured
+            msg += (f"; measured chance it starts: {chance:.0%} (vramgate's error on {logs} published "
+                    f"{est.request.engine} start-up logs, docs/accuracy.md)")
     if est is not None and est.engine.startswith("ollama"):
         share = max(0.0, 1 - best.vram_mib * need.utilization / expected)
         msg = (f"{demand.view.ref}: Ollama will run about {share:.0%} of the model on the CPU (slower, not a failure): "

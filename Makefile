@@ -28,8 +28,11 @@ test: $(STAMP) e2e-bin chart browser node-images
 unit: $(STAMP)
 	$(BIN)/pytest tests -q -m "not e2e"
 
+## e2e-bin: the control plane (Kubernetes, etcd), Karpenter's KWOK provider and KWOK, from the Go module proxy
 e2e-bin:
 	bash tests/e2e/build.sh
+	bash tests/e2e/karpenter/build.sh
+	bash bench/cluster/build_kwok.sh
 
 ## chart: install helm (Go module proxy) into .cache/bin for the chart tests
 chart:

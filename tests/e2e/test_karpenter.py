@@ -1,0 +1,219 @@
+"""A real autoscaler acts on vramgate's VRAM affinity (issue #27): Karpenter's KWOK provider, built from the
+``sigs.k8s.io/karpenter`` module (tests/e2e/karpenter/build.sh), and KWOK (bench/cluster/build_kwok.sh) keeping the
+nodes it creates Ready, beside the real scheduler with vramgate's extender.
+
+Two NodePools start empty: ``l4`` (one NVIDIA L4 per node, cheap) and ``h100`` (one H100, dear). Their node
+templates carry the GPU Feature Discovery labels their nodes will have (``nvidia.com/gpu.memory`` …), as a
+platform team declares GPU node groups for Karpenter. A pending pod whose model needs more than an L4 makes
+Karpenter launch an H100 node, never an L4 one; a pod that fits both gets the cheaper L4.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import GPU_RESOURCE, ApiError, ControlPlane, Process, free_port
+from tests.e2e.vramgate_fixture import Vramgate
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+KARPENTER_GO_MOD = ROOT / "tests" / "e2e" / "karpenter" / "go.mod"
+KWOK_GO_MOD = ROOT / "bench" / "cluster" / "kwok" / "go.mod"
+NODECLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+POOLS = {
+    # pool: (instance type, GFD product label, nvidia.com/gpu.memory MiB as GFD writes it, price per hour)
+    "l4": ("gpu-l4-1x", "NVIDIA-L4", 23034, 0.80),
+    "h100": ("gpu-h100-1x", "NVIDIA-H100-80GB-HBM3", 81559, 4.00),
+}
+
+
+def _pinned(go_mod: Path, module: str) -> str:
+    for line in go_mod.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == "require" and parts[1] == module:
+            return parts[2]
+        if len(parts) >= 2 and parts[0] == module:
+            return parts[1]
+    raise AssertionError(f"{module} is not pinned in {go_mod}")
+
+
+KARPENTER_DIR = ROOT / ".cache" / "karpenter" / _pinned(KARPENTER_GO_MOD, "sigs.k8s.io/karpenter")
+KWOK_DIR = ROOT / ".cache" / "kwok" / _pinned(KWOK_GO_MOD, "sigs.k8s.io/kwok")
+
+
+def instance_types() -> list[dict[str, Any]]:
+    """Karpenter KWOK's instance-type file (kwok/cloudprovider/instance_types.json's shape): one GPU each."""
+    out = []
+    for itype, _, _, price in POOLS.values():
+        out.append({
+            "name": itype,
+            "offerings": [{"Price": price, "Available": True, "Requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-a"]},
+            ]}],
+            "architecture": "amd64",
+            "operatingSystems": ["linux"],
+            "resources": {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi",
+                          GPU_RESOURCE: "1"},
+        })
+    return out
+
+
+def nodepool(name: str) -> dict[str, Any]:
+    itype, product, mib, _ = POOLS[name]
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": str(mib),
+                                        "nvidia.com/gpu.count": "1", "vramgate-e2e/pool": name}},
+                "spec": {
+                    "nodeClassRef": NODECLASS,
+                    "requirements": [
+                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [itype]},
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                    ],
+                    "expireAfter": "Never",
+                },
+            },
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
+            "limits": {GPU_RESOURCE: "4"},
+        },
+    }
+
+
+def gpu_pod(name: str, namespace: str, args: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": {"containers": [{
+            "name": "vllm", "image": "vllm/vllm-openai:v0.10.1", "args": args,
+            "resources": {"requests": {"cpu": "1", "memory": "4Gi"}, "limits": {GPU_RESOURCE: "1"}},
+        }]},
+    }
+
+
+def _apply(cluster: ControlPlane, obj: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+
+def _karpenter_nodes(cluster: ControlPlane) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.request(
+        "GET", "/api/v1/nodes", query={"labelSelector": "karpenter.sh/nodepool"})["items"]
+    return items
+
+
+def _nodeclaims(cluster: ControlPlane) -> list[dict[str, Any]]:
+    try:
+        items: list[dict[str, Any]] = cluster.request("GET", "/apis/karpenter.sh/v1/nodeclaims")["items"]
+    except ApiError:
+        return []
+    return items
+
+
+@pytest.fixture(scope="module")
+def karpenter(cluster: ControlPlane, vramgate: Vramgate) -> Iterator[ControlPlane]:
+    """The CRDs, the two empty NodePools, KWOK and Karpenter; everything they made is gone afterwards."""
+    binary = KARPENTER_DIR / "bin" / "karpenter-kwok"
+    kwok = KWOK_DIR / "bin" / "kwok"
+    if not binary.exists() or not (KARPENTER_DIR / "crds").is_dir() or not kwok.exists():
+        pytest.fail(f"Karpenter or KWOK missing ({KARPENTER_DIR}, {KWOK_DIR}): run bash tests/e2e/karpenter/build.sh "
+                    "and bash bench/cluster/build_kwok.sh (make e2e-bin does both)", pytrace=False)
+    if not vramgate.alive():
+        vramgate.start()
+    vramgate.wait_ready()
+    for crd in sorted((KARPENTER_DIR / "crds").glob("*.yaml")):
+        cluster.kubectl("apply", "--server-side", "-f", str(crd))
+    for crd in ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "kwoknodeclasses.karpenter.kwok.sh"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    types = cluster.tmpdir / "karpenter-instance-types.json"
+    types.write_text(json.dumps(instance_types()))
+    procs = [
+        Process("kwok", [str(kwok), f"--kubeconfig={cluster.kubeconfig}", f"--config={KWOK_DIR / 'stages.yaml'}",
+                         "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+                         "--node-lease-duration-seconds=0", "--server-address=", "--cidr=100.126.0.1/16",
+                         "--node-ip=127.0.0.1"],
+                cluster.logs_dir / "kwok.log", cluster.tmpdir),
+        Process("karpenter", [str(binary)], cluster.logs_dir / "karpenter.log", cluster.tmpdir, env={
+            **os.environ, "KUBECONFIG": str(cluster.kubeconfig), "SYSTEM_NAMESPACE": "kube-system",
+            "DISABLE_LEADER_ELECTION": "true", "INSTANCE_TYPES_FILE_PATH": str(types),
+            "METRICS_PORT": str(free_port()), "HEALTH_PROBE_PORT": str(free_port()), "LOG_LEVEL": "debug",
+            "BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "5s", "KARPENTER_SERVICE": "",
+        }),
+    ]
+    try:
+        _apply(cluster, {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+                         "metadata": {"name": "default"}, "spec": {}})
+        for pool in POOLS:
+            _apply(cluster, nodepool(pool))
+        yield cluster
+    finally:
+        for pool in POOLS:
+            cluster.request("DELETE", f"/apis/karpenter.sh/v1/nodepools/{pool}", ok=(200, 202, 404))
+        try:  # Karpenter drains and deletes what it launched while it still runs
+            cluster.wait_for("Karpenter's nodes gone", lambda: not _karpenter_nodes(cluster) and not
+                             _nodeclaims(cluster), timeout=60)
+        finally:
+            for p in procs:
+                p.stop()
+            for claim in _nodeclaims(cluster):  # whatever is left: no controller will finish it now
+                name = claim["metadata"]["name"]
+                cluster.request("PATCH", f"/apis/karpenter.sh/v1/nodeclaims/{name}",
+                                {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json",
+                                ok=(200, 404))
+                cluster.request("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{name}", ok=(200, 202, 404))
+            for node in _karpenter_nodes(cluster):
+                name = node["metadata"]["name"]
+                cluster.request("PATCH", f"/api/v1/nodes/{name}", {"metadata": {"finalizers": None}},
+                                content_type="application/merge-patch+json", ok=(200, 404))
+                cluster.request("DELETE", f"/api/v1/nodes/{name}", ok=(200, 202, 404))
+            cluster.request("DELETE", "/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses/default", ok=(200, 202, 404))
+
+
+def _bound(cluster: ControlPlane, namespace: str, name: str, timeout: float) -> dict[str, Any]:
+    pod: dict[str, Any] = cluster.wait_for(
+        f"pod {name} bound to a node Karpenter launched",
+        lambda: (p := cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}"))["spec"].get("nodeName")
+        and p,
+        timeout=timeout, interval=0.5)
+    return pod
+
+
+def test_karpenter_launches_the_gpu_the_model_needs_and_the_cheaper_one_when_both_fit(
+    karpenter: ControlPlane, vramgate: Vramgate, namespace: str
+) -> None:
+    cluster = karpenter
+    # No GPU node from an earlier module: the pools alone place these pods.
+    cluster.wait_for("an empty GPU inventory", lambda: not vramgate.inventory_nodes(), timeout=15)
+    assert not _karpenter_nodes(cluster)
+
+    # Llama-3.1-70B in 4-bit: ~37 GiB of weights, more than an L4's 22.5 GiB.
+    pod = gpu_pod("big", namespace, ["--model", "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4",
+                                     "--max-model-len", "8192"])
+    created = cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+    # No GPU node exists yet: admitted unchecked, and given the VRAM affinity Karpenter reads.
+    floor = int(created["metadata"]["annotations"]["vramgate.io/vram-per-gpu-min-mib"])
+    assert floor > 23034 * 0.9
+    bound = _bound(cluster, namespace, "big", timeout=120)
+    node = cluster.get_node(bound["spec"]["nodeName"])
+    assert node["metadata"]["labels"]["karpenter.sh/nodepool"] == "h100"
+    pools = {c["metadata"]["labels"].get("karpenter.sh/nodepool") for c in _nodeclaims(cluster)}
+    assert pools == {"h100"}, "Karpenter launched a node from a pool whose GPU cannot hold the model"
+
+    # An 8B model fits either GPU; the H100's only GPU is taken, so a new node: the cheaper L4.
+    pod = gpu_pod("small", namespace, ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192"])
+    cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+    bound = _bound(cluster, namespace, "small", timeout=120)
+    node = cluster.get_node(bound["spec"]["nodeName"])
+    assert node["metadata"]["labels"]["karpenter.sh/nodepool"] == "l4"

@@ -133,6 +133,9 @@ class Admission(_Section):
     # How long one review may wait for ConfigMap reads before it is judged without them.
     configmap_budget_seconds: float = Field(1.0, gt=0)
     autofit: Autofit = Field(default_factory=Autofit)
+    # The VRAM affinity also names, for nodes that carry neither vramgate's nor GFD's memory label (a node a
+    # provisioner has not created yet), the Karpenter (AWS) and GKE GPU names that can hold the pod.
+    provisioner_affinity: bool = True
 
 
 class Server(_Section):

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from webhook.config import Admission, Config
+from webhook.decide.mutation import vram_terms
 
 from .conftest import use
 from .helpers import Service, defaulted_pod, example, gpu_container, patch_ops, pod_of, review, workload
@@ -23,6 +24,12 @@ def cfg(**admission: Any) -> Config:
 def terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = pod["spec"]["affinity"]["nodeAffinity"][REQ]["nodeSelectorTerms"]
     return out
+
+
+def ours_for(got: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """vramgate's VRAM terms alone for the floor the first of ``got`` names (its vramgate-label Gt value)."""
+    floor = int(got[0]["matchExpressions"][-1]["values"][0]) + 1
+    return vram_terms(None, floor, Config())
 
 
 def tolerations(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -46,11 +53,26 @@ def test_llama3_pod_gets_everything(svc: Service) -> None:
     low = int(ann["vramgate.io/vram-per-gpu-min-mib"])
     assert 0 < low < per_gpu
     floor = -(-low * 10 // 9)
+    unlabelled = [{"key": "vramgate.io/gpu-memory-mib", "operator": "DoesNotExist"},
+                  {"key": "nvidia.com/gpu.memory", "operator": "DoesNotExist"}]
     assert terms(patched) == [
         {"matchExpressions": [{"key": "vramgate.io/gpu-memory-mib", "operator": "Gt", "values": [str(floor - 1)]}]},
         {"matchExpressions": [{"key": "vramgate.io/gpu-memory-mib", "operator": "DoesNotExist"},
                               {"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": [str(floor - 1)]}]},
+        # Where neither label is (a node Karpenter or GKE's autoscaler has yet to create): the GPU names
+        # that hold it, from webhook/data/gpu_instances.yaml.
+        {"matchExpressions": [*unlabelled,
+                              {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In",
+                               "values": ["b200", "h100", "h200", "l40s"]},
+                              {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["0"]}]},
+        {"matchExpressions": [*unlabelled,
+                              {"key": "cloud.google.com/gke-accelerator", "operator": "In",
+                               "values": ["nvidia-a100-80gb", "nvidia-b200", "nvidia-gb200", "nvidia-h100-80gb",
+                                          "nvidia-h100-mega-80gb", "nvidia-h200-141gb", "nvidia-rtx-pro-6000",
+                                          "nvidia-tesla-a100"]},
+                              {"key": "cloud.google.com/gke-gpu-partition-size", "operator": "DoesNotExist"}]},
     ]
+    assert terms(patched) == vram_terms(None, floor, Config())
     tol = tolerations(patched)
     assert tol["nvidia.com/gpu"] == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
@@ -79,13 +101,14 @@ def test_affinity_is_anded_into_every_user_term(svc: Service) -> None:
                          "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}}
     patched, _ = svc.mutate(defaulted_pod(spec, annotations=SMALL))
     got = terms(patched)
-    assert len(got) == 4
+    n = len(ours_for(got))
+    assert n == 4 and len(got) == 2 * n  # vramgate's label, GFD's, Karpenter's and GKE's, for each user term
     for i, user in enumerate(user_terms):
-        for ours in got[2 * i: 2 * i + 2]:
+        for ours in got[n * i: n * i + n]:
             assert ours["matchExpressions"][: len(user["matchExpressions"])] == user["matchExpressions"]
             assert ours.get("matchFields") == user.get("matchFields")
-        assert got[2 * i]["matchExpressions"][-1]["key"] == "vramgate.io/gpu-memory-mib"
-        assert got[2 * i + 1]["matchExpressions"][-1]["key"] == "nvidia.com/gpu.memory"
+        assert got[n * i]["matchExpressions"][-1]["key"] == "vramgate.io/gpu-memory-mib"
+        assert got[n * i + 1]["matchExpressions"][-1]["key"] == "nvidia.com/gpu.memory"
     na = patched["spec"]["affinity"]["nodeAffinity"]
     assert na["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 1
     assert "podAntiAffinity" in patched["spec"]["affinity"]
@@ -219,7 +242,7 @@ def test_reroute_replaces_the_narrow_selector(svc: Service) -> None:
     patched, resp = svc.mutate(defaulted_pod(spec, annotations=SMALL))
     assert patched["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
     got = terms(patched)
-    assert len(got) == 2
+    assert len(got) == len(ours_for(got))
     assert all(t["matchExpressions"][0] == {"key": "kubernetes.io/arch", "operator": "NotIn", "values": ["arm64"]}
                for t in got)
     assert any("replaced nodeSelector nvidia.com/gpu.product=Tesla-T4" in w for w in resp["warnings"])
@@ -231,7 +254,7 @@ def test_reroute_of_a_selector_only_pod(svc: Service) -> None:
     use(svc, config=cfg(reroute_narrow_selectors=True))
     spec = {"containers": [gpu_container(memory="64Gi")], "nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"}}
     patched, _ = svc.mutate(defaulted_pod(spec, annotations=SMALL))
-    assert "nodeSelector" not in patched["spec"] and len(terms(patched)) == 2
+    assert "nodeSelector" not in patched["spec"] and terms(patched) == ours_for(terms(patched))
 
 
 def test_mutation_is_stable_under_reinvocation_after_another_webhook(svc: Service) -> None:

@@ -2,10 +2,12 @@
 ``sigs.k8s.io/karpenter`` module (tests/e2e/karpenter/build.sh), and KWOK (bench/cluster/build_kwok.sh) keeping the
 nodes it creates Ready, beside the real scheduler with vramgate's extender.
 
-Two NodePools start empty: ``l4`` (one NVIDIA L4 per node, cheap) and ``h100`` (one H100, dear). Their node
-templates carry the GPU Feature Discovery labels their nodes will have (``nvidia.com/gpu.memory`` …), as a
-platform team declares GPU node groups for Karpenter. A pending pod whose model needs more than an L4 makes
-Karpenter launch an H100 node, never an L4 one; a pod that fits both gets the cheaper L4.
+Two NodePools start empty: ``l4`` (one NVIDIA L4 per node, cheap) and ``h100`` (one H100, dear). They say what
+GPU their nodes will have in one of two ways (the module runs once each): GPU Feature Discovery's labels in the
+NodePool template (``nvidia.com/gpu.memory`` …), as a platform team may declare GPU node groups; or only
+Karpenter's AWS well-known labels on the instance types (``karpenter.k8s.aws/instance-gpu-name``), as the AWS
+provider sets them. A pending pod whose model needs more than an L4 makes Karpenter launch an H100 node, never
+an L4 one; a pod that fits both gets the cheaper L4.
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ KWOK_GO_MOD = ROOT / "bench" / "cluster" / "kwok" / "go.mod"
 NODECLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 POOLS = {
-    # pool: (instance type, GFD product label, nvidia.com/gpu.memory MiB as GFD writes it, price per hour)
-    "l4": ("gpu-l4-1x", "NVIDIA-L4", 23034, 0.80),
-    "h100": ("gpu-h100-1x", "NVIDIA-H100-80GB-HBM3", 81559, 4.00),
+    # pool: (instance type, GFD product label, nvidia.com/gpu.memory MiB as GFD writes it, price per hour,
+    #        Karpenter's AWS instance-gpu-name)
+    "l4": ("gpu-l4-1x", "NVIDIA-L4", 23034, 0.80, "l4"),
+    "h100": ("gpu-h100-1x", "NVIDIA-H100-80GB-HBM3", 81559, 4.00, "h100"),
 }
+# How the pools tell what GPU their nodes will have: GFD's labels in the NodePool template (what a platform team
+# writes), or only Karpenter's own well-known AWS labels on the instance types (what the AWS provider sets).
+LABELLING = ("nodepool-gfd-labels", "karpenter-aws-labels")
 
 
 def _pinned(go_mod: Path, module: str) -> str:
@@ -49,16 +55,27 @@ KARPENTER_DIR = ROOT / ".cache" / "karpenter" / _pinned(KARPENTER_GO_MOD, "sigs.
 KWOK_DIR = ROOT / ".cache" / "kwok" / _pinned(KWOK_GO_MOD, "sigs.k8s.io/kwok")
 
 
-def instance_types() -> list[dict[str, Any]]:
-    """Karpenter KWOK's instance-type file (kwok/cloudprovider/instance_types.json's shape): one GPU each."""
+def instance_types(labelling: str) -> list[dict[str, Any]]:
+    """Karpenter KWOK's instance-type file (kwok/cloudprovider/instance_types.json's shape): one GPU each.
+
+    Every key of an offering's requirements becomes a label Karpenter knows and puts on the node
+    (kwok/cloudprovider/helpers.go newInstanceType, cloudprovider.go addInstanceLabels).
+    """
     out = []
-    for itype, _, _, price in POOLS.values():
+    for itype, _, _, price, aws_name in POOLS.values():
+        requirements = [
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-a"]},
+        ]
+        if labelling == "karpenter-aws-labels":
+            requirements += [
+                {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": [aws_name]},
+                {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In", "values": ["1"]},
+                {"key": "karpenter.k8s.aws/instance-gpu-manufacturer", "operator": "In", "values": ["nvidia"]},
+            ]
         out.append({
             "name": itype,
-            "offerings": [{"Price": price, "Available": True, "Requirements": [
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["test-zone-a"]},
-            ]}],
+            "offerings": [{"Price": price, "Available": True, "Requirements": requirements}],
             "architecture": "amd64",
             "operatingSystems": ["linux"],
             "resources": {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi",
@@ -67,16 +84,18 @@ def instance_types() -> list[dict[str, Any]]:
     return out
 
 
-def nodepool(name: str) -> dict[str, Any]:
-    itype, product, mib, _ = POOLS[name]
+def nodepool(name: str, labelling: str) -> dict[str, Any]:
+    itype, product, mib, _, _ = POOLS[name]
+    labels = {"vramgate-e2e/pool": name}
+    if labelling == "nodepool-gfd-labels":
+        labels |= {"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": str(mib), "nvidia.com/gpu.count": "1"}
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": name},
         "spec": {
             "template": {
-                "metadata": {"labels": {"nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": str(mib),
-                                        "nvidia.com/gpu.count": "1", "vramgate-e2e/pool": name}},
+                "metadata": {"labels": labels},
                 "spec": {
                     "nodeClassRef": NODECLASS,
                     "requirements": [
@@ -122,9 +141,11 @@ def _nodeclaims(cluster: ControlPlane) -> list[dict[str, Any]]:
     return items
 
 
-@pytest.fixture(scope="module")
-def karpenter(cluster: ControlPlane, vramgate: Vramgate) -> Iterator[ControlPlane]:
+@pytest.fixture(scope="module", params=LABELLING)
+def karpenter(request: pytest.FixtureRequest, cluster: ControlPlane, vramgate: Vramgate
+              ) -> Iterator[tuple[ControlPlane, str]]:
     """The CRDs, the two empty NodePools, KWOK and Karpenter; everything they made is gone afterwards."""
+    labelling = str(request.param)
     binary = KARPENTER_DIR / "bin" / "karpenter-kwok"
     kwok = KWOK_DIR / "bin" / "kwok"
     if not binary.exists() or not (KARPENTER_DIR / "crds").is_dir() or not kwok.exists():
@@ -138,7 +159,7 @@ def karpenter(cluster: ControlPlane, vramgate: Vramgate) -> Iterator[ControlPlan
     for crd in ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "kwoknodeclasses.karpenter.kwok.sh"):
         cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     types = cluster.tmpdir / "karpenter-instance-types.json"
-    types.write_text(json.dumps(instance_types()))
+    types.write_text(json.dumps(instance_types(labelling)))
     procs = [
         Process("kwok", [str(kwok), f"--kubeconfig={cluster.kubeconfig}", f"--config={KWOK_DIR / 'stages.yaml'}",
                          "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
@@ -156,8 +177,8 @@ def karpenter(cluster: ControlPlane, vramgate: Vramgate) -> Iterator[ControlPlan
         _apply(cluster, {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
                          "metadata": {"name": "default"}, "spec": {}})
         for pool in POOLS:
-            _apply(cluster, nodepool(pool))
-        yield cluster
+            _apply(cluster, nodepool(pool, labelling))
+        yield cluster, labelling
     finally:
         for pool in POOLS:
             cluster.request("DELETE", f"/apis/karpenter.sh/v1/nodepools/{pool}", ok=(200, 202, 404))
@@ -191,9 +212,9 @@ def _bound(cluster: ControlPlane, namespace: str, name: str, timeout: float) -> 
 
 
 def test_karpenter_launches_the_gpu_the_model_needs_and_the_cheaper_one_when_both_fit(
-    karpenter: ControlPlane, vramgate: Vramgate, namespace: str
+    karpenter: tuple[ControlPlane, str], vramgate: Vramgate, namespace: str
 ) -> None:
-    cluster = karpenter
+    cluster, labelling = karpenter
     # No GPU node from an earlier module: the pools alone place these pods.
     cluster.wait_for("an empty GPU inventory", lambda: not vramgate.inventory_nodes(), timeout=15)
     assert not _karpenter_nodes(cluster)
@@ -205,9 +226,19 @@ def test_karpenter_launches_the_gpu_the_model_needs_and_the_cheaper_one_when_bot
     # No GPU node exists yet: admitted unchecked, and given the VRAM affinity Karpenter reads.
     floor = int(created["metadata"]["annotations"]["vramgate.io/vram-per-gpu-min-mib"])
     assert floor > 23034 * 0.9
+    terms = created["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    exprs = [e for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"]]
+    # GFD's label for the first pools, Karpenter's GPU names for the second: the terms either kind acts on.
+    gfd = [e for e in exprs if e["key"] == "nvidia.com/gpu.memory" and e["operator"] == "Gt"]
+    assert gfd and 23034 <= int(gfd[0]["values"][0]) < 81559
+    names = next(e["values"] for e in exprs if e["key"] == "karpenter.k8s.aws/instance-gpu-name")
+    assert "h100" in names and "l4" not in names
     bound = _bound(cluster, namespace, "big", timeout=120)
     node = cluster.get_node(bound["spec"]["nodeName"])
     assert node["metadata"]["labels"]["karpenter.sh/nodepool"] == "h100"
+    if labelling == "karpenter-aws-labels":  # no GFD label anywhere: the Karpenter term placed it
+        assert "nvidia.com/gpu.memory" not in node["metadata"]["labels"]
+        assert node["metadata"]["labels"]["karpenter.k8s.aws/instance-gpu-name"] == "h100"
     pools = {c["metadata"]["labels"].get("karpenter.sh/nodepool") for c in _nodeclaims(cluster)}
     assert pools == {"h100"}, "Karpenter launched a node from a pool whose GPU cannot hold the model"
 

@@ -32,6 +32,7 @@ import yaml
 
 from tests.e2e.harness import GPU_RESOURCE, ApiError, ControlPlane
 from tests.e2e.vramgate_fixture import Vramgate
+from webhook.cluster.cloud import provisioner_requirements
 
 pytestmark = pytest.mark.e2e
 
@@ -130,6 +131,8 @@ def wait_bound(
 def node_terms(floor_mib: int) -> list[dict[str, Any]]:
     """The required node affinity docs/admission.md promises for a per-GPU floor of ``floor_mib``."""
     value = [str(floor_mib - 1)]
+    unlabelled = [{"key": MEMORY_LABEL, "operator": "DoesNotExist"},
+                  {"key": "nvidia.com/gpu.memory", "operator": "DoesNotExist"}]
     return [
         {"matchExpressions": [{"key": MEMORY_LABEL, "operator": "Gt", "values": value}]},
         {
@@ -138,6 +141,8 @@ def node_terms(floor_mib: int) -> list[dict[str, Any]]:
                 {"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": value},
             ]
         },
+        # A node Karpenter or GKE's autoscaler has yet to create: the GPU names that hold the floor.
+        *({"matchExpressions": [*unlabelled, *req]} for req in provisioner_requirements(floor_mib)),
     ]
 
 

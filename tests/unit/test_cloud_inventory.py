@@ -310,3 +310,32 @@ def test_the_documented_config_example_is_valid_and_does_what_it_says() -> None:
     config = Config(**yaml.safe_load(block))
     n = read({"example.com/gpu-type": "RTX-4090"}, config=config)
     assert (n.vram_mib, n.vram_source) == (24576, "config example.com/gpu-type=RTX-4090")
+
+
+def test_provisioner_requirements_name_only_gpus_that_hold_the_floor() -> None:
+    from webhook.cluster.cloud import provisioner_requirements
+
+    karpenter, gke = provisioner_requirements(40_000)
+    assert karpenter == [{"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In",
+                          "values": ["b200", "h100", "h200", "l40s"]},
+                         {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["0"]}]
+    assert "nvidia-tesla-a100" in gke[0]["values"] and "nvidia-l4" not in gke[0]["values"]
+    assert gke[1] == {"key": "cloud.google.com/gke-gpu-partition-size", "operator": "DoesNotExist"}
+    # An L4 (23034 MiB per GFD) holds 20 000 MiB; a T4 (15360) does not. Ambiguous a100/v100 are never named.
+    (karpenter, _) = provisioner_requirements(20_000)
+    assert "l4" in karpenter[0]["values"] and "t4" not in karpenter[0]["values"]
+    assert not {"a100", "v100"} & set(karpenter[0]["values"])
+    # Larger than any GPU in the table: no term (an empty In list is invalid).
+    assert provisioner_requirements(10**7) == []
+
+
+def test_provisioner_terms_can_be_turned_off_and_never_stack() -> None:
+    from webhook.config import Admission
+    from webhook.decide.mutation import vram_terms
+
+    on = vram_terms(None, 40_000, Config())
+    assert len(on) == 4
+    assert vram_terms(on, 40_000, Config()) == on  # re-applied to its own output: the same terms
+    off = Config(admission=Admission(provisioner_affinity=False))
+    assert len(vram_terms(None, 40_000, off)) == 2
+    assert vram_terms(on, 40_000, off) == vram_terms(None, 40_000, off)

@@ -122,6 +122,31 @@ def builtin_table() -> GPUTable:
     return parse_table(yaml.safe_load(text))
 
 
+def provisioner_requirements(floor_mib: int, table: GPUTable | None = None) -> list[list[dict[str, Any]]]:
+    """Node requirements a node provisioner can satisfy before the node exists, naming only GPUs of at least
+    ``floor_mib`` (GFD MiB per GPU): Karpenter's ``instance-gpu-name`` (AWS) and GKE's ``gke-accelerator``.
+
+    The names come from the table's aliases (Karpenter's are bare, ``l40s``; GKE's start ``nvidia-``); the
+    ambiguous ``a100``/``v100`` (40/80 GB, 16/32 GB) are not aliases, so never named. Karpenter's term also asks
+    for a whole GPU (fractional g6f instances report count 0); GKE's for no MIG partition (its slices are
+    smaller than the GPU the accelerator label names).
+    """
+    table = table or builtin_table()
+    karpenter = sorted(v for v, p in table.aliases.items() if not v.startswith("nvidia-") and p.mib >= floor_mib)
+    gke = sorted(v for v, p in table.aliases.items() if v.startswith("nvidia-") and p.mib >= floor_mib)
+    out: list[list[dict[str, Any]]] = []
+    if karpenter:
+        out.append([{"key": KARPENTER_GPU_NAME, "operator": "In", "values": karpenter},
+                    {"key": KARPENTER_GPU_COUNT, "operator": "Gt", "values": ["0"]}])
+    if gke:
+        out.append([{"key": GKE_ACCELERATOR, "operator": "In", "values": gke},
+                    {"key": GKE_PARTITION, "operator": "DoesNotExist"}])
+    return out
+
+
+PROVISIONER_KEYS = frozenset({KARPENTER_GPU_NAME, KARPENTER_GPU_COUNT, GKE_ACCELERATOR, GKE_PARTITION})
+
+
 def _label(labels: Mapping[str, str], key: str) -> str:
     return str(labels.get(key) or "").strip()
 

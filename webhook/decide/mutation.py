@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from jsonpointer import escape
 
+from ..cluster.cloud import PROVISIONER_KEYS, provisioner_requirements
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, with_memory_request, with_memory_selector
 from ..cluster.usage import container_gpus
 from ..config import Config
@@ -62,12 +63,19 @@ def _base_of(term: dict[str, Any], a_key: str, g_key: str) -> dict[str, Any]:
     exprs = term.get("matchExpressions") or []
     if not isinstance(exprs, list):
         return term
-    fallback = any(isinstance(e, dict) and e.get("key") == a_key and e.get("operator") == "DoesNotExist"
-                   for e in exprs)
+
+    def has(key: str, op: str) -> bool:
+        return any(isinstance(e, dict) and e.get("key") == key and e.get("operator") == op for e in exprs)
+
+    fallback = has(a_key, "DoesNotExist")
+    # A provisioner term: neither vramgate's nor GFD's label (the node does not exist yet), then the cloud's.
+    provisioner = fallback and has(g_key, "DoesNotExist")
     kept = [
         e for e in exprs
         if not _is_ours_a(e, a_key)
-        and not (fallback and isinstance(e, dict) and e.get("key") == g_key and e.get("operator") == "Gt")
+        and not (fallback and isinstance(e, dict) and e.get("key") == g_key and e.get("operator") in ("Gt",
+                                                                                                     "DoesNotExist"))
+        and not (provisioner and isinstance(e, dict) and e.get("key") in PROVISIONER_KEYS)
     ]
     base = {k: v for k, v in term.items() if k != "matchExpressions"}
     if kept:
@@ -76,14 +84,21 @@ def _base_of(term: dict[str, Any], a_key: str, g_key: str) -> dict[str, Any]:
 
 
 def vram_terms(terms: list[Any] | None, floor_mib: int, config: Config) -> list[dict[str, Any]]:
-    """The user's required terms ANDed with (vramgate label Gt floor-1) OR (no vramgate label, GFD label Gt floor-1)."""
+    """The user's required terms ANDed with (vramgate label Gt floor-1) OR (no vramgate label, GFD label Gt floor-1)
+    OR, with ``admission.provisioner_affinity``, (neither label, a provisioner's GPU name among those that hold it).
+
+    The last terms are what Karpenter and GKE's autoscaler can satisfy before a node exists; a labelled node
+    is judged by the first two only.
+    """
     a_key, g_key = config.labels.normalized_memory, config.labels.gpu_memory
     value = [str(floor_mib - 1)]
-    ours_a: list[dict[str, Any]] = [{"key": a_key, "operator": "Gt", "values": value}]
-    ours_b: list[dict[str, Any]] = [
-        {"key": a_key, "operator": "DoesNotExist"},
-        {"key": g_key, "operator": "Gt", "values": list(value)},
+    ours: list[list[dict[str, Any]]] = [
+        [{"key": a_key, "operator": "Gt", "values": value}],
+        [{"key": a_key, "operator": "DoesNotExist"}, {"key": g_key, "operator": "Gt", "values": list(value)}],
     ]
+    if config.admission.provisioner_affinity:
+        unlabelled = [{"key": a_key, "operator": "DoesNotExist"}, {"key": g_key, "operator": "DoesNotExist"}]
+        ours.extend([*unlabelled, *req] for req in provisioner_requirements(floor_mib))
     bases: list[dict[str, Any]] = []
     for term in as_list(terms):
         if not isinstance(term, dict):
@@ -95,9 +110,9 @@ def vram_terms(terms: list[Any] | None, floor_mib: int, config: Config) -> list[
         bases = [{}]
     out: list[dict[str, Any]] = []
     for base in bases:
-        for ours in (ours_a, ours_b):
+        for exprs in ours:
             term = dict(base)
-            term["matchExpressions"] = [*as_list(base.get("matchExpressions")), *[dict(e) for e in ours]]
+            term["matchExpressions"] = [*as_list(base.get("matchExpressions")), *[dict(e) for e in exprs]]
             out.append(term)
     return out
 

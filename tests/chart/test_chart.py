@@ -34,6 +34,7 @@ ALL_ON: dict[str, Any] = {
     "prometheusRule": {"enabled": True},
     "networkPolicy": {"enabled": True, "from": [{"namespaceSelector": {"matchLabels": {"team": "platform"}}}]},
     "standaloneExtender": {"enabled": True},
+    "extender": {"enabled": True},
     "controller": {"remediation": {"enabled": True}},
     "scheduler": {"extender": {"verifyTLS": True}},
     "webhook": {"excludedNamespaces": ["gpu-operator"]},
@@ -50,7 +51,7 @@ MODES: dict[str, dict[str, Any]] = {
                        "certs": {"caBundle": CA_B64}},
     "all-on": ALL_ON,
     "all-on-certManager": {**ALL_ON, "certs": {"mode": "certManager"}},
-    "minimal": {"scheduler": {"enabled": False}, "controller": {"enabled": False},
+    "minimal": {"extender": {"enabled": False}, "controller": {"enabled": False},
                 "priorityClasses": {"enabled": False}},
 }
 
@@ -560,8 +561,26 @@ def test_controller_deployment(render: Render, tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_scheduler_configuration(render: Render, tmp_path: Path) -> None:
+EXTENDER = {"extender": {"enabled": True}}
+
+
+def test_native_placement_is_the_default(render: Render, tmp_path: Path) -> None:
+    """No second scheduler, no extender: the webhook's affinity and the health taints place GPU pods."""
     objs = render({}, namespace=NS)
+    components = {o["metadata"]["labels"].get("app.kubernetes.io/component") for o in find(objs, "Deployment")}
+    assert components == {"webhook", "controller"}
+    assert "scheduler_name" not in config_of(objs, tmp_path).admission.model_dump(exclude_unset=True)
+    assert config_of(objs, tmp_path).admission.scheduler_name is None
+    # The deprecated switch still works, as the new one does.
+    for values in (EXTENDER, {"scheduler": {"enabled": True}}):
+        on = render(values, namespace=NS)
+        assert "scheduler" in {o["metadata"]["labels"].get("app.kubernetes.io/component")
+                               for o in find(on, "Deployment")}
+        assert config_of(on, tmp_path).admission.scheduler_name == "vramgate-scheduler"
+
+
+def test_scheduler_configuration(render: Render, tmp_path: Path) -> None:
+    objs = render(EXTENDER, namespace=NS)
     cfg = scheduler_config(objs)
     assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert cfg["kind"] == "KubeSchedulerConfiguration"
@@ -596,8 +615,8 @@ def test_scheduler_configuration(render: Render, tmp_path: Path) -> None:
 
 
 def test_scheduler_verify_tls_and_custom_name(render: Render, tmp_path: Path) -> None:
-    objs = render({"scheduler": {"name": "gpu-sched", "extender": {"verifyTLS": True, "weight": 2,
-                                                                   "ignorable": True}}}, namespace=NS)
+    objs = render({**EXTENDER, "scheduler": {"name": "gpu-sched", "extender": {"verifyTLS": True, "weight": 2,
+                                                                               "ignorable": True}}}, namespace=NS)
     (ext,) = scheduler_config(objs)["extenders"]
     assert ext["tlsConfig"] == {"caFile": "/certs/ca.crt", "serverName": f"vramgate-webhook.{NS}.svc"}
     assert ext["weight"] == 2 and ext["ignorable"] is True
@@ -625,7 +644,7 @@ def test_standalone_extender(render: Render) -> None:
 
 
 def test_scheduler_rbac(render: Render) -> None:
-    objs = render({}, namespace=NS)
+    objs = render(EXTENDER, namespace=NS)
     bound = {b["roleRef"]["name"]: b for b in find(objs, "ClusterRoleBinding")
              if b["subjects"][0]["name"] == "vramgate-scheduler"}
     assert {"system:kube-scheduler", "system:volume-scheduler", "vramgate-extender"} <= set(bound)
@@ -668,7 +687,9 @@ def test_least_privilege_per_role(render: Render) -> None:
         ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"), ("apps", "daemonsets"),
         ("batch", "jobs"), ("batch", "cronjobs"))}
     assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == read | {("", "configmaps", "get")} | autofit
-    assert grants(rules_of(objs, "ClusterRole", "vramgate-extender")) == read
+    # Native placement (the default) runs no extender; with it, the extender reads what the webhook reads.
+    assert not find(objs, "ClusterRole", "vramgate-extender")
+    assert grants(rules_of(render(EXTENDER, namespace=NS), "ClusterRole", "vramgate-extender")) == read
     off = render({"config": {"admission": {"read_configmaps": False}}, "webhook": {"autofit": {"enabled": False}}},
                  namespace=NS)
     assert grants(rules_of(off, "ClusterRole", "vramgate-webhook")) == read

@@ -193,6 +193,8 @@ def values_schema() -> Schema:
                            "selector (validate-claims / mutate-claims.vramgate.io)."),
                 **component,
             }, "The admission webhook (mutating + validating)."),
+            "extender": obj({"enabled": BOOL}, "Opt-in: vramgate-scheduler with the extender (docs/modes.md); "
+                                                "native placement otherwise."),
             "scheduler": obj({
                 "enabled": BOOL,
                 "name": {"type": "string", "minLength": 1},

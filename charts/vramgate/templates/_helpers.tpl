@@ -182,7 +182,7 @@ matchConditions:
 {{- if not (hasKey $adm "excluded_namespaces") }}
 {{- $_ := set $adm "excluded_namespaces" (include "vramgate.excludedNamespaces" . | fromJsonArray) }}
 {{- end }}
-{{- if and .Values.scheduler.enabled (not (hasKey $adm "scheduler_name")) }}
+{{- if and (include "vramgate.extenderScheduler" $) (not (hasKey $adm "scheduler_name")) }}
 {{- $_ := set $adm "scheduler_name" .Values.scheduler.name }}
 {{- end }}
 {{- $_ := set $cfg "admission" $adm }}
@@ -469,4 +469,12 @@ spec:
         || (request.kind.kind == 'ResourceClaimTemplate' && has(object.spec.metadata)
         && has(object.spec.metadata.annotations)
         && object.spec.metadata.annotations.exists(k, k.startsWith('vramgate.io/')))
+{{- end }}
+
+{{/*
+"true" when the extender and its kube-scheduler run: extender.enabled, or the older scheduler.enabled.
+Native placement (neither) is the default: the webhook's VRAM affinity and the health taints place pods.
+*/}}
+{{- define "vramgate.extenderScheduler" -}}
+{{- if or (dig "enabled" false (.Values.extender | default dict)) (dig "enabled" false (.Values.scheduler | default dict)) -}}true{{- end -}}
 {{- end }}

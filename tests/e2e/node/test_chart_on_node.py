@@ -1,9 +1,11 @@
 """The chart as a platform engineer installs it, on a real node: install, apply, failover, upgrade, uninstall.
 
 The vramgate image is built from the repository's Dockerfile (on a Debian-packaged Python base),
-the webhook is called by kube-apiserver through its Service, the GPU pods are bound by the chart's
-own kube-scheduler through its extender sidecar. The tests run in file order: each leaves the
-release as the next expects it, and the last one uninstalls it.
+the webhook is called by kube-apiserver through its Service. Installed with its defaults (native
+placement) the chart runs no scheduler and the cluster's default scheduler binds a GPU pod by the
+webhook's VRAM affinity; upgraded with ``extender.enabled=true`` the chart's own kube-scheduler binds
+one through its extender sidecar. The tests run in file order: each leaves the release as the next
+expects it, and the last one uninstalls it.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ def gpu_pod(name: str, namespace: str = "default") -> dict[str, Any]:
 
 
 class CreateLoad:
-    """A client creating GPU pods back to back (``?dryRun=All``: admission runs in full, as both
-    webhooks are ``sideEffects: None``, and nothing is stored) while a ``with`` block runs; counts
+    """A client creating GPU pods back to back (``?dryRun=All``: admission runs in full, as the
+    webhooks are ``sideEffects: None`` or ``NoneOnDryRun``, and nothing is stored) while a ``with`` block runs; counts
     the pods that came back mutated (``admitted``), unmutated, and the refused (``failed``)."""
 
     def __init__(self, nc: NodeCluster) -> None:
@@ -117,7 +119,8 @@ def test_helm_install_runs_every_component_on_the_real_node(release: NodeCluster
     by_component: dict[str, list[dict[str, Any]]] = {}
     for p in pods:
         by_component.setdefault(p["metadata"]["labels"]["app.kubernetes.io/component"], []).append(p)
-    assert sorted(by_component) == ["controller", "scheduler", "webhook"], nc.describe_release()
+    # Native placement, the default: no scheduler of vramgate's runs.
+    assert sorted(by_component) == ["controller", "webhook"], nc.describe_release()
     for component, ps in by_component.items():
         assert len(ps) == 2, (component, nc.describe_release())
         for p in ps:
@@ -169,6 +172,48 @@ def test_kubectl_apply_of_a_model_no_gpu_holds_is_denied_by_the_in_cluster_webho
     assert nc.cp.request("GET", "/apis/apps/v1/namespaces/ml/deployments/llama70b", ok=(404,))
 
 
+def _scheduled_by(nc: NodeCluster, pod: str) -> str:
+    """Which scheduler reported binding this pod (by its UID: an earlier pod of the same name has events too)."""
+    uid = nc.cp.get_pod(pod)["metadata"]["uid"]
+
+    def scheduled_events() -> list[dict[str, Any]]:
+        events = nc.cp.request(
+            "GET", "/api/v1/namespaces/default/events",
+            query={"fieldSelector": f"involvedObject.name={pod},involvedObject.uid={uid}"},
+        )["items"]
+        return [e for e in events if e["reason"] == "Scheduled"]
+
+    # The scheduler records the event asynchronously, after the binding: wait for it.
+    scheduled = nc.cp.wait_for("the Scheduled event", scheduled_events, timeout=30, interval=0.5)
+    return str(scheduled[0]["reportingComponent"])
+
+
+def test_a_fitting_gpu_pod_is_placed_natively_by_the_default_scheduler(release: NodeCluster) -> None:
+    nc = release
+    r = nc.cp.kubectl("apply", "-f", "-", input=FITTING_POD, check=False)
+    nc.transcript["kubectl apply (fitting pod, native)"] = r.stdout + r.stderr
+    assert r.returncode == 0, r.stderr
+    pod = nc.cp.get_pod("llama8b")
+    assert pod["spec"]["schedulerName"] == "default-scheduler"
+    assert GPU_TOLERATION in pod["spec"]["tolerations"]
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert any(e["key"] == "vramgate.io/gpu-memory-mib" and e["operator"] == "Gt"
+               for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"])
+    node = nc.cp.wait_pod_bound("llama8b", timeout=60)
+    assert node in nc.gpu_nodes
+    assert _scheduled_by(nc, "llama8b") == "default-scheduler"
+    nc.cp.kubectl("delete", "pod", "llama8b", "--wait=true", "--grace-period=0", "--force")
+
+
+def test_helm_upgrade_with_the_extender_adds_its_scheduler(release: NodeCluster) -> None:
+    nc = release
+    nc.helm_run(*install_args("--set", "extender.enabled=true"))
+    nc.wait_release_ready()
+    by_component = {p["metadata"]["labels"]["app.kubernetes.io/component"] for p in nc.pods()}
+    assert by_component == {"controller", "scheduler", "webhook"}, nc.describe_release()
+    assert len(nc.pods("scheduler")) == 2
+
+
 def test_a_fitting_gpu_pod_is_mutated_and_bound_by_the_charts_scheduler_through_its_extender(
     release: NodeCluster,
 ) -> None:
@@ -182,15 +227,7 @@ def test_a_fitting_gpu_pod_is_mutated_and_bound_by_the_charts_scheduler_through_
     assert A_ESTIMATE in pod["metadata"]["annotations"]
     node = nc.cp.wait_pod_bound("llama8b", timeout=60)
     assert node in nc.gpu_nodes
-    def scheduled_events() -> list[dict[str, Any]]:
-        events = nc.cp.request(
-            "GET", "/api/v1/namespaces/default/events", query={"fieldSelector": "involvedObject.name=llama8b"}
-        )["items"]
-        return [e for e in events if e["reason"] == "Scheduled"]
-
-    # The scheduler records the event asynchronously, after the binding: wait for it.
-    scheduled = nc.cp.wait_for("the Scheduled event", scheduled_events, timeout=30, interval=0.5)
-    assert scheduled and scheduled[0]["reportingComponent"] == SCHEDULER, scheduled
+    assert _scheduled_by(nc, "llama8b") == SCHEDULER
     # The extender sidecar of the leading scheduler answered this pod's filter (read from inside the pod:
     # the extender listens on 127.0.0.1 only).
     lease = nc.cp.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{RELEASE_NS}/leases/{SCHEDULER}")
@@ -312,6 +349,7 @@ def test_helm_upgrade_rotates_the_cert_and_loses_no_admission(release: NodeClust
         # cert's remaining life (365 days) makes the pre-upgrade hook re-issue it (for 800 days), and the
         # post-upgrade hook patch the new caBundle.
         nc.helm_run(*install_args(
+            "--set", "extender.enabled=true",
             "--set", "webhook.podAnnotations.e2e/upgraded=yes",
             "--set", "controller.podAnnotations.e2e/upgraded=yes",
             "--set", "certs.selfSigned.days=800", "--set", "certs.selfSigned.renewBeforeDays=399",

@@ -51,7 +51,10 @@ KWOK_VERSION = "v0.8.0"
 KWOK_DIR = REPO_ROOT / ".cache" / "kwok" / KWOK_VERSION
 BENCH_NS = "bench"
 OUT_DIR = REPO_ROOT / "bench" / "out"
-CONFIGS = ("default", "extender-cache", "extender-nodelist")
+# default: kube-scheduler alone, pods as written. native: the same scheduler, pods as vramgate's webhooks leave
+# them (VRAM affinity, toleration, priority class; what validation rejects is never created): the chart's
+# default mode. extender-*: vramgate-scheduler with the extender, node cache on / full NodeLists.
+CONFIGS = ("default", "native", "extender-cache", "extender-nodelist")
 SCHEDULER_QPS = 5000
 
 
@@ -176,6 +179,7 @@ class Bench:
         self.gpu_nodes = 0
         self.existing = 0
         self.profiles: dict[str, dict[str, float]] = {}
+        self.node_objects: list[dict[str, Any]] = []
 
     def __enter__(self) -> Bench:
         t0 = time.monotonic()
@@ -217,6 +221,7 @@ class Bench:
         KWOK made every node Ready and vramgate's inventory holds every GPU node."""
         t0 = time.perf_counter()
         new = [fleet.node_object(i) for i in range(self.nodes, size)]
+        self.node_objects += new
         self.api.create_many(new, lambda o: "/api/v1/nodes", threads=self.args.threads)
         gpu = [n for n in new if "nvidia.com/gpu" in n["status"]["capacity"]]
         occupied = [n for k, n in enumerate(gpu)
@@ -266,9 +271,36 @@ class Bench:
             "GET", f"/api/v1/namespaces/{BENCH_NS}/pods",
             query={"labelSelector": f"{fleet.BENCH_LABEL}={run}", "limit": "1"})[1]["items"], timeout=120)
 
+    def admitted(self, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The pods as the webhooks leave them in native mode: mutated, and the rejected ones never created.
+
+        Judged in-process with the webhook's own functions against this fleet (what /validate and /mutate
+        answer), so the scheduling phase measures the scheduler, not the webhook's latency (the admission
+        phase measures that)."""
+        import jsonpatch
+
+        from webhook.cluster.snapshot import snapshot_from_nodes
+        from webhook.config import Config
+        from webhook.decide.mutation import mutation
+        from webhook.decide.verdict import judge
+        from webhook.models.catalog import builtin_catalog
+
+        assert self.gate is not None
+        cfg = Config.model_validate(self.gate.config)
+        snap = snapshot_from_nodes(self.node_objects, cfg)
+        catalog = builtin_catalog()
+        out = []
+        for pod in pods:
+            pod = {**pod, "metadata": {**pod["metadata"], "namespace": BENCH_NS}}
+            verdict = judge(pod, snap, cfg, catalog, namespace=BENCH_NS)
+            if verdict.allowed:
+                ops, _ = mutation(pod, verdict, cfg)
+                out.append(jsonpatch.apply_patch(pod, ops) if ops else pod)
+        return out
+
     def schedule(self, size: int, config: str) -> SchedResult:
-        name = "default-scheduler" if config == "default" else "vramgate-scheduler"
-        exts = None if config == "default" else self.extenders(config == "extender-cache")
+        name = "vramgate-scheduler" if config.startswith("extender") else "default-scheduler"
+        exts = self.extenders(config == "extender-cache") if config.startswith("extender") else None
         path = f"/api/v1/namespaces/{BENCH_NS}/pods"
         ctx = self.cp.ssl_context()
 
@@ -276,6 +308,8 @@ class Bench:
         run = f"n{size}-{config}-bl"
         count = min(self.args.pods, self.args.nodelist_pods) if config == "extender-nodelist" else self.args.pods
         pods = fleet.bench_pods(count, name, run)
+        if config == "native":
+            pods = self.admitted(pods)
         watch = PodWatch(self.cp.ports["apiserver"], ctx, BENCH_NS, f"{fleet.BENCH_LABEL}={run}").start()
         create_s = self.api.create_many(pods, lambda o: path, threads=self.args.threads)
         before = self.ext_stats() if exts else {}
@@ -294,6 +328,8 @@ class Bench:
             # Paced: the scheduler running, pods arriving at a fixed rate.
             prun = f"n{size}-{config}-pc"
             ppods = fleet.bench_pods(self.args.paced, name, prun, seed=11)
+            if config == "native":
+                ppods = self.admitted(ppods)
             pwatch = PodWatch(self.cp.ports["apiserver"], ctx, BENCH_NS, f"{fleet.BENCH_LABEL}={prun}").start()
             sent = paced(self.api, ((path, p) for p in ppods), self.args.rate)
             pnames = [p["metadata"]["name"] for p in ppods]
@@ -461,7 +497,7 @@ def table(res: Results) -> str:
     for r in res.scheduler:
         base = by.get((r.nodes, "default"))
         ratio = r.pods_per_s / base.pods_per_s if base and base.pods_per_s else float("nan")
-        ext = (f"{r.ext_filter_ms:.2f} | {r.ext_prioritize_ms:.2f}" if r.config != "default" else "– | –")
+        ext = (f"{r.ext_filter_ms:.2f} | {r.ext_prioritize_ms:.2f}" if r.config.startswith("extender") else "– | –")
         lines.append(f"| {r.nodes:,} | {r.config} | {r.pods_per_s:.1f} | {ratio:.2f} | {r.bound} | {r.unschedulable} "
                      f"| {r.p50_ms:.0f} | {r.p99_ms:.0f} | {ext} | {r.load:.1f} |")
     lines += ["", "API server create latency (client side, kept-alive HTTPS, paced)", ""]
@@ -481,12 +517,14 @@ def table(res: Results) -> str:
 def final_line(res: Results) -> str:
     size = max(res.sizes)
     by = {(r.nodes, r.config): r for r in res.scheduler}
-    base, ext = by.get((size, "default")), by.get((size, "extender-cache"))
+    base, ext, native = by.get((size, "default")), by.get((size, "extender-cache")), by.get((size, "native"))
     ratio = ext.pods_per_s / base.pods_per_s if base and ext and base.pods_per_s else float("nan")
+    native_ratio = native.pods_per_s / base.pods_per_s if base and native and base.pods_per_s else float("nan")
     adm = {(a.nodes, a.kind, a.webhooks): a for a in res.admission}
     on, off = adm.get((size, "Pod", True)), adm.get((size, "Pod", False))
     added = on.p99_ms - off.p99_ms if on and off else float("nan")
-    return f"bench-cluster: {size} nodes: extender/default throughput {ratio:.2f}, webhook create p99 {added:+.1f} ms"
+    return (f"bench-cluster: {size} nodes: native/default throughput {native_ratio:.2f}, "
+            f"extender/default throughput {ratio:.2f}, webhook create p99 {added:+.1f} ms")
 
 
 def _interrupt(signum: int, frame: object) -> None:

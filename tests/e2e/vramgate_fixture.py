@@ -97,8 +97,10 @@ class Vramgate:
         return self.bundle.ca_bundle_b64
 
     def render(self, **values: Any) -> list[dict[str, Any]]:
-        """The chart rendered in URL mode for this process (extra values merged in)."""
-        return render_chart(url_mode_values(self.url, self.ca_b64, **values))
+        """The chart rendered in URL mode for this process (extra values merged in), with the extender on: the
+        suite registers its entry in the control plane's own kube-scheduler (native placement, the chart's
+        default, is that scheduler reading the webhook's affinity, which every test sees too)."""
+        return render_chart(url_mode_values(self.url, self.ca_b64, **{"extender": {"enabled": True}, **values}))
 
     def webhook_configurations(self, chart: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         objs = chart or self.chart

@@ -78,14 +78,18 @@ def test_final_line_and_table() -> None:
     res = Results("t", "2 CPUs", [1000, 5000])
     for nodes, rate in ((1000, 200.0), (5000, 100.0)):
         res.scheduler.append(SchedResult(nodes, "default", 500, 495, 5, rate, 15, 150, 20, 40, 2.0))
+        res.scheduler.append(SchedResult(nodes, "native", 495, 495, 0, rate * 0.97, 15, 150, 20, 41, 2.0))
         res.scheduler.append(SchedResult(nodes, "extender-cache", 500, 490, 10, rate * 0.83, 15, 150, 25, 60, 2.0,
                                          1.2, 1.1, 500))
         res.admission.append(AdmissionResult(nodes, False, "Pod", 180, 3.0, 6.0, 3.2))
         res.admission.append(AdmissionResult(nodes, True, "Pod", 180, 4.0, 7.4, 4.2))
     line = final_line(res)
-    assert line == "bench-cluster: 5000 nodes: extender/default throughput 0.83, webhook create p99 +1.4 ms"
-    assert re.fullmatch(r"bench-cluster: \d+ nodes: extender/default throughput \d\.\d\d, "
-                        r"webhook create p99 [+-]\d+\.\d ms", line)
+    assert line == ("bench-cluster: 5000 nodes: native/default throughput 0.97, extender/default throughput 0.83, "
+                    "webhook create p99 +1.4 ms")
+    # The line docs/scaling.md and CONTRACT name.
+    assert re.fullmatch(r"bench-cluster: \d+ nodes: native/default throughput \d\.\d\d, extender/default throughput "
+                        r"\d\.\d\d, webhook create p99 [+-]\d+\.\d ms", line)
     text = table(res)
     assert "| 5,000 | extender-cache | 83.0 | 0.83 |" in text
+    assert "| 5,000 | native | 97.0 | 0.97 | 495 | 0 | 20 | 41 | – | – |" in text
     assert "| 5,000 | Pod | on | 180 | 4.00 | 7.40 | 4.20 | +1.4 | nan / nan | nan |" in text

@@ -4,6 +4,7 @@ Fixtures
   cluster     (session)  a started :class:`harness.ControlPlane`
   namespace   (function) a fresh namespace (its default ServiceAccount exists), deleted after
   gpu_nodes   (function) ``gpu_nodes(name, **kw)`` = ``cluster.create_gpu_node``; deleted after
+  gate        (function) the module's ``vramgate``, running and ready
   vramgate    (module)   ``vramgate serve --role all`` as a subprocess, registered from the chart:
                          webhook configurations, PriorityClasses, and the scheduler's extender
                          (see vramgate_fixture.py); unregistered and stopped after the module
@@ -132,3 +133,12 @@ def vramgate(cluster: ControlPlane) -> Iterator[Vramgate]:
         for pc in gate.priority_classes():
             cluster.kubectl("delete", "priorityclass", pc["metadata"]["name"], "--ignore-not-found", "--wait=false")
         cluster.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}", ok=(200, 202, 404))
+
+
+@pytest.fixture
+def gate(vramgate: Vramgate) -> Vramgate:
+    """The module's vramgate, running and ready (a test that stopped it and failed is repaired here)."""
+    if not vramgate.alive():
+        vramgate.start()
+    vramgate.wait_ready()
+    return vramgate

@@ -21,14 +21,6 @@ L4 = {"gpus": 1, "mem_mib": 23034, "product": "NVIDIA-L4"}
 CONTEXT = 131072
 
 
-@pytest.fixture
-def gate(vramgate: Vramgate) -> Vramgate:
-    if not vramgate.alive():
-        vramgate.start()
-    vramgate.wait_ready()
-    return vramgate
-
-
 def chat(name: str, *, autofit: bool) -> dict[str, Any]:
     annotations = {"vramgate.io/autofit": "true"} if autofit else {}
     return {

@@ -55,15 +55,6 @@ GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedu
 # Fixtures and helpers
 
 
-@pytest.fixture
-def gate(vramgate: Vramgate) -> Vramgate:
-    """The module's vramgate, running and ready (a scenario that stopped it and failed is repaired here)."""
-    if not vramgate.alive():
-        vramgate.start()
-    vramgate.wait_ready()
-    return vramgate
-
-
 def template(model: str, gpus: int = 1, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "metadata": {"annotations": {"vramgate.io/model": model, **(annotations or {})}},

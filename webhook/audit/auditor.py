@@ -21,6 +21,7 @@ from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..kinds import RUNTIME_KINDS, Runtimes
 from ..kube.apiserver import ApiError, RawApi
+from ..kube.events import event_body as new_event
 from ..metrics import Metrics
 from ..models.catalog import Catalog
 from .audit import AuditResult, Result, audit_one, capabilities, counts, workload_ref, workloads
@@ -120,22 +121,8 @@ def event_body(r: AuditResult, instance: str, timestamp: str) -> dict[str, Any]:
     involved = {"apiVersion": w.api_version, "kind": w.kind, "name": w.name, "namespace": w.namespace}
     if w.uid:
         involved["uid"] = w.uid
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{w.name}.", "namespace": w.namespace},
-        "involvedObject": involved,
-        "reason": EVENT_REASON,
-        "message": r.message[:1024],
-        "type": "Warning",
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance[:128],
-        "action": "Audit",
-        "firstTimestamp": timestamp,
-        "lastTimestamp": timestamp,
-        "count": 1,
-    }
+    return new_event(involved, w.namespace, reason=EVENT_REASON, message=r.message, type="Warning",
+                     component=COMPONENT, instance=instance, action="Audit", timestamp=timestamp)
 
 
 class Auditor:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from ..cluster.inventory import HealthState, NodeGPUs, classify, fault_of
 from ..config import Config
+from ..kube.events import event_body as new_event
 
 RANK: dict[HealthState, int] = {"healthy": 0, "degraded": 1, "unhealthy": 2}
 EVENT_REASONS: dict[HealthState, str] = {
@@ -126,7 +127,7 @@ class Transition:
         return EVENT_REASONS[self.new]
 
     @property
-    def event_type(self) -> str:
+    def event_type(self) -> Literal["Normal", "Warning"]:
         return "Normal" if self.new == "healthy" else "Warning"
 
 
@@ -309,19 +310,6 @@ def event_body(
     involved: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "name": transition.node}
     if node_uid:
         involved["uid"] = node_uid
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{transition.node}.", "namespace": "default"},
-        "involvedObject": involved,
-        "reason": transition.reason,
-        "message": transition.message[:1024],
-        "type": transition.event_type,
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": instance[:128],
-        "action": "Classify",
-        "firstTimestamp": timestamp,
-        "lastTimestamp": timestamp,
-        "count": 1,
-    }
+    return new_event(involved, "default", reason=transition.reason, message=transition.message,
+                     type=transition.event_type, component=component, instance=instance, action="Classify",
+                     timestamp=timestamp)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .apiserver import ApiError, RawApi
+from .events import event_body as new_event
 
 COMPONENT = "vramgate-webhook"
 REASON = "VRAMGateAutofit"
@@ -50,22 +51,8 @@ def event_body(target: Target, uid: str | None, message: str, instance: str, tim
                 "namespace": target.namespace}
     if uid:
         involved["uid"] = uid
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{target.name}.", "namespace": target.namespace},
-        "involvedObject": involved,
-        "reason": REASON,
-        "message": message[:1024],
-        "type": "Normal",
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance[:128],
-        "action": "Autofit",
-        "firstTimestamp": timestamp,
-        "lastTimestamp": timestamp,
-        "count": 1,
-    }
+    return new_event(involved, target.namespace, reason=REASON, message=message, type="Normal",
+                     component=COMPONENT, instance=instance, action="Autofit", timestamp=timestamp)
 
 
 class AutofitEvents:

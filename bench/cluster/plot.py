@@ -13,6 +13,7 @@ from typing import Any
 
 LABELS = {
     "default": "kube-scheduler alone",
+    "native": "native (kube-scheduler, pods as vramgate mutates them)",
     "extender-cache": "+ vramgate extender (nodeCacheCapable: true)",
     "extender-nodelist": "+ vramgate extender (nodeCacheCapable: false)",
 }

@@ -15,6 +15,7 @@ LABELS = {
     "default": "kube-scheduler alone",
     "native": "native (kube-scheduler, pods as vramgate mutates them)",
     "extender-cache": "+ vramgate extender (nodeCacheCapable: true)",
+    "extender-filter": "+ vramgate extender, filter only (prioritize: false)",
     "extender-nodelist": "+ vramgate extender (nodeCacheCapable: false)",
 }
 

@@ -53,8 +53,9 @@ BENCH_NS = "bench"
 OUT_DIR = REPO_ROOT / "bench" / "out"
 # default: kube-scheduler alone, pods as written. native: the same scheduler, pods as vramgate's webhooks leave
 # them (VRAM affinity, toleration, priority class; what validation rejects is never created): the chart's
-# default mode. extender-*: vramgate-scheduler with the extender, node cache on / full NodeLists.
-CONFIGS = ("default", "native", "extender-cache", "extender-nodelist")
+# default mode. extender-*: vramgate-scheduler with the extender: node cache on (the chart's), filter only
+# (scheduler.extender.prioritize=false: one call per cycle), full NodeLists.
+CONFIGS = ("default", "native", "extender-cache", "extender-filter", "extender-nodelist")
 SCHEDULER_QPS = 5000
 
 
@@ -241,6 +242,16 @@ class Bench:
         self.cp.wait_for(f"vramgate inventory of {self.gpu_nodes} GPU nodes",
                          lambda: len(self.gate.inventory()["nodes"]) == self.gpu_nodes if self.gate else False,
                          timeout=300, interval=2)
+        # The controller labels every new GPU node (health, memory): thousands of Node updates the scheduler
+        # must digest. Measuring during that burst slows whichever configuration runs first after a growth.
+        def labelled() -> int:
+            _, body, _ = self.api.call("GET", "/api/v1/nodes",
+                                       query={"labelSelector": "type=kwok,vramgate.io/gpu-health"})
+            return len(body["items"])
+
+        self.cp.wait_for(f"the controller's labels on {self.gpu_nodes} GPU nodes", lambda: labelled() >= self.gpu_nodes,
+                         timeout=600, interval=2)
+        time.sleep(5)  # let the scheduler's informers catch up with the last updates
         took = time.perf_counter() - t0
         log(f"fleet {size}: {len(new)} nodes + {len(pods)} running GPU pods created in {created:.1f}s, "
             f"Ready and in vramgate's inventory after {took:.1f}s")
@@ -248,9 +259,12 @@ class Bench:
 
     # ----------------------------------------------------------------- scheduling
 
-    def extenders(self, node_cache: bool) -> list[dict[str, Any]]:
+    def extenders(self, node_cache: bool, prioritize: bool = True) -> list[dict[str, Any]]:
         assert self.gate is not None
-        return [{**self.gate.extender(), "nodeCacheCapable": node_cache}]
+        entry = {**self.gate.extender(), "nodeCacheCapable": node_cache}
+        if not prioritize:
+            entry = {k: v for k, v in entry.items() if k not in ("prioritizeVerb", "weight")}
+        return [entry]
 
     def ext_stats(self) -> dict[str, tuple[float, float]]:
         assert self.gate is not None
@@ -300,7 +314,8 @@ class Bench:
 
     def schedule(self, size: int, config: str) -> SchedResult:
         name = "vramgate-scheduler" if config.startswith("extender") else "default-scheduler"
-        exts = self.extenders(config == "extender-cache") if config.startswith("extender") else None
+        exts = (self.extenders(config != "extender-nodelist", prioritize=config != "extender-filter")
+                if config.startswith("extender") else None)
         path = f"/api/v1/namespaces/{BENCH_NS}/pods"
         ctx = self.cp.ssl_context()
 

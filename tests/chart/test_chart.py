@@ -614,6 +614,15 @@ def test_scheduler_configuration(render: Render, tmp_path: Path) -> None:
     assert "8444/readyz" in " ".join(sidecar["readinessProbe"]["exec"]["command"])
 
 
+def test_prioritize_is_optional(render: Render) -> None:
+    (on,) = scheduler_config(render(EXTENDER, namespace=NS))["extenders"]
+    assert on["prioritizeVerb"] == "prioritize" and on["weight"] == 5
+    (off,) = scheduler_config(render({**EXTENDER, "scheduler": {"extender": {"prioritize": False}}},
+                                     namespace=NS))["extenders"]
+    # Filter only: one call per scheduling cycle, kube-scheduler's own scores rank.
+    assert off["filterVerb"] == "filter" and "prioritizeVerb" not in off and "weight" not in off
+
+
 def test_scheduler_verify_tls_and_custom_name(render: Render, tmp_path: Path) -> None:
     objs = render({**EXTENDER, "scheduler": {"name": "gpu-sched", "extender": {"verifyTLS": True, "weight": 2,
                                                                                "ignorable": True}}}, namespace=NS)

@@ -215,6 +215,7 @@ def values_schema() -> Schema:
                 "extender": obj({
                     "port": PORT,
                     "bindAddress": {"type": "string", "enum": ["127.0.0.1", "0.0.0.0"]},
+                    "prioritize": BOOL,
                     "weight": {"type": "integer", "minimum": 1},
                     "httpTimeout": DURATION,
                     "ignorable": BOOL,

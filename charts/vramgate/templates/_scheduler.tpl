@@ -17,8 +17,10 @@ profiles:
 extenders:
   - urlPrefix: {{ printf "https://127.0.0.1:%d/scheduler" (int $ext.port) }}
     filterVerb: filter
+    {{- if $ext.prioritize }}
     prioritizeVerb: prioritize
     weight: {{ $ext.weight }}
+    {{- end }}
     enableHTTPS: true
     tlsConfig:
       {{- if $ext.verifyTLS }}

@@ -25,9 +25,8 @@ from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..decide.placement import Change, Code
 from ..decide.verdict import Judgement
-from ..engines import estimate
-from ..kinds import TEMPLATE_PATHS
-from .fixes import Fix, Judge, Patch, escape, fixes_for, patch_for
+from ..kinds import pod_part
+from .fixes import Fix, Judge, Patch, checked_fix, escape, fixes_for
 
 A_AUTOFIT = "vramgate.io/autofit"
 A_APPLIED = "vramgate.io/autofit-applied"
@@ -68,10 +67,8 @@ def _annotations(meta: Any) -> Mapping[str, Any]:
 
 
 def _template_meta(obj: dict[str, Any]) -> Any:
-    cur: Any = obj
-    for key in TEMPLATE_PATHS.get(str(obj.get("kind"))) or ():
-        cur = cur.get(key) if isinstance(cur, dict) else None
-    return cur.get("metadata") if isinstance(cur, dict) else None
+    part = pod_part(obj)
+    return part.get("metadata") if isinstance(part, dict) else None
 
 
 def wanted(obj: dict[str, Any], namespace_label: str | None) -> bool:
@@ -109,10 +106,8 @@ def engine_flags_changed(obj: dict[str, Any], old: dict[str, Any] | None) -> boo
 
 
 def _engine_inputs(obj: dict[str, Any]) -> list[Any]:
-    cur: Any = obj
-    for key in TEMPLATE_PATHS.get(str(obj.get("kind"))) or ():
-        cur = cur.get(key) if isinstance(cur, dict) else None
-    spec = cur.get("spec") if isinstance(cur, dict) else None
+    part = pod_part(obj)
+    spec = part.get("spec") if isinstance(part, dict) else None
     if not isinstance(spec, dict):
         return []
     out: list[Any] = []
@@ -159,23 +154,12 @@ def _utilization_fix(doc: dict[str, Any], judgement: Judgement, nodes: list[Node
     if not hosts:
         return None
     largest = max(n.vram_mib for n in hosts)
-    per_gpu = estimate(demand.estimate.request).per_gpu_mib
-    needed = math.ceil(per_gpu / largest * 100) / 100
+    needed = math.ceil(demand.estimate.per_gpu_mib / largest * 100) / 100
     if needed <= demand.utilization or needed > ceiling:
         return None
-    change = Change("utilization", f"{needed:.2f}")
-    made = patch_for(doc, demand, (change,))
-    if made is None:
-        return None
-    patch, declares = made
-    try:
-        patched = jsonpatch.apply_patch(doc, patch)
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
-        return None
-    if not rejudge(patched).allowed:
-        return None
-    return Fix(0, f"--gpu-memory-utilization {needed:.2f} (was {demand.utilization:.2f}; ceiling {ceiling:.2f})",
-               patch, declares, (change,))
+    return checked_fix(doc, demand, (Change("utilization", f"{needed:.2f}"),),
+                       f"--gpu-memory-utilization {needed:.2f} (was {demand.utilization:.2f}; ceiling {ceiling:.2f})",
+                       rejudge)
 
 
 def autofit(doc: dict[str, Any], judgement: Judgement, snapshot: Snapshot, config: Config,

@@ -351,24 +351,30 @@ def fixes_for(doc: dict[str, Any], judgement: Judgement, role_index: int | None,
         return []
     out: list[Fix] = []
     for s in suggestions:
-        if not s.changes:
-            continue
-        made = patch_for(doc, judgement.demand, s.changes)
-        if made is None:
-            continue
-        patch, declares = made
-        try:
-            patched = jsonpatch.apply_patch(doc, patch)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
-            continue
-        again = rejudge(patched)
-        if role_index is None:
-            ok = again.allowed
-        else:
-            ok = role_index < len(again.roles) and again.roles[role_index].judgement.allowed
-        if ok:
-            out.append(Fix(len(out) + 1, s.text, patch, declares, s.changes))
+        if s.changes and (fix := checked_fix(doc, judgement.demand, s.changes, s.text, rejudge, role_index,
+                                             len(out) + 1)):
+            out.append(fix)
     return out
+
+
+def checked_fix(doc: dict[str, Any], demand: Demand, changes: Sequence[Change], text: str, rejudge: Judge,
+                role_index: int | None = None, number: int = 0) -> Fix | None:
+    """``changes`` as a patch of ``doc``, kept only when the patched document (or its role ``role_index``)
+    is admitted when judged again."""
+    made = patch_for(doc, demand, changes)
+    if made is None:
+        return None
+    patch, declares = made
+    try:
+        patched = jsonpatch.apply_patch(doc, patch)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        return None
+    again = rejudge(patched)
+    if role_index is None:
+        ok = again.allowed
+    else:
+        ok = role_index < len(again.roles) and again.roles[role_index].judgement.allowed
+    return Fix(number, text, patch, declares, tuple(changes)) if ok else None
 
 
 def rejudger(snapshot: Snapshot, config: Config, catalog: Catalog, runtimes: Runtimes | None) -> Judge:

@@ -129,19 +129,29 @@ def provisioner_requirements(floor_mib: int, table: GPUTable | None = None) -> l
     The names come from the table's aliases (Karpenter's are bare, ``l40s``; GKE's start ``nvidia-``); the
     ambiguous ``a100``/``v100`` (40/80 GB, 16/32 GB) are not aliases, so never named. Karpenter's term also asks
     for a whole GPU (fractional g6f instances report count 0); GKE's for no MIG partition (its slices are
-    smaller than the GPU the accelerator label names).
+    smaller than the GPU the accelerator label names). Fresh dicts each call: the caller may keep them.
     """
-    table = table or builtin_table()
-    karpenter = sorted(v for v, p in table.aliases.items() if not v.startswith("nvidia-") and p.mib >= floor_mib)
-    gke = sorted(v for v, p in table.aliases.items() if v.startswith("nvidia-") and p.mib >= floor_mib)
+    karpenter, gke = _gpu_names(floor_mib) if table is None else _names_in(table, floor_mib)
     out: list[list[dict[str, Any]]] = []
     if karpenter:
-        out.append([{"key": KARPENTER_GPU_NAME, "operator": "In", "values": karpenter},
+        out.append([{"key": KARPENTER_GPU_NAME, "operator": "In", "values": list(karpenter)},
                     {"key": KARPENTER_GPU_COUNT, "operator": "Gt", "values": ["0"]}])
     if gke:
-        out.append([{"key": GKE_ACCELERATOR, "operator": "In", "values": gke},
+        out.append([{"key": GKE_ACCELERATOR, "operator": "In", "values": list(gke)},
                     {"key": GKE_PARTITION, "operator": "DoesNotExist"}])
     return out
+
+
+@lru_cache(maxsize=1024)
+def _gpu_names(floor_mib: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    # Every mutated GPU pod asks this; the floors in a cluster are few.
+    return _names_in(builtin_table(), floor_mib)
+
+
+def _names_in(table: GPUTable, floor_mib: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(Karpenter names, GKE names) of the table's GPUs with at least ``floor_mib``."""
+    fits = sorted(v for v, p in table.aliases.items() if p.mib >= floor_mib)
+    return tuple(v for v in fits if not v.startswith("nvidia-")), tuple(v for v in fits if v.startswith("nvidia-"))
 
 
 PROVISIONER_KEYS = frozenset({KARPENTER_GPU_NAME, KARPENTER_GPU_COUNT, GKE_ACCELERATOR, GKE_PARTITION})

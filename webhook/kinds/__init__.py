@@ -22,7 +22,7 @@ from . import (
     trainer,
     volcano,
 )
-from .pods import POD_KINDS, TEMPLATE_PATHS, api_group, is_builtin, pod_view
+from .pods import POD_KINDS, TEMPLATE_PATHS, api_group, is_builtin, pod_part, pod_view
 from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
 from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError, as_list
 
@@ -103,6 +103,7 @@ __all__ = [
     "api_group",
     "as_list",
     "is_builtin",
+    "pod_part",
     "pod_view",
     "roles",
 ]

@@ -34,6 +34,13 @@ def is_builtin(obj: dict[str, Any]) -> bool:
     return isinstance(kind, str) and kind in TEMPLATE_PATHS and api_group(obj) in BUILTIN_GROUPS
 
 
+def pod_part(obj: dict[str, Any]) -> Any:
+    """Where a built-in workload keeps its pod as written (its pod template; a Pod, or any other kind: the object
+    itself), without judging it: None where a step is missing, whatever sits there otherwise. Never raises."""
+    path = TEMPLATE_PATHS.get(str(obj.get("kind")))
+    return obj if path is None else dig(obj, path)
+
+
 def pod_view(obj: Any, namespace: str | None = None) -> PodView | None:
     """The pod view of a built-in workload object, or None when the kind carries no pod."""
     if not isinstance(obj, dict):

@@ -19,7 +19,7 @@ from ...config import Config, Enforcement
 from ...decide.mutation import OUTPUT_ANNOTATIONS, mutation
 from ...decide.placement import Code, Need
 from ...decide.verdict import Judgement, judge
-from ...kinds import CUSTOM_KINDS, TEMPLATE_PATHS, Runtimes, WorkloadError, is_builtin, pod_view
+from ...kinds import CUSTOM_KINDS, Runtimes, WorkloadError, is_builtin, pod_part, pod_view
 from ...models.catalog import Catalog
 from ...units.declaration import ANNOTATION_PREFIX
 from ..answers import Answer, Cached
@@ -59,13 +59,8 @@ def skipped(obj: dict[str, Any]) -> bool:
     """``vramgate.io/skip: "true"`` on the Pod, on a workload's pod template, or on the workload itself."""
     if _labels(obj.get("metadata")).get(SKIP_LABEL) == "true":
         return True
-    path = TEMPLATE_PATHS.get(str(obj.get("kind")))
-    if not path:
-        return False
-    cur: Any = obj
-    for key in path:
-        cur = cur.get(key) if isinstance(cur, dict) else None
-    return isinstance(cur, dict) and _labels(cur.get("metadata")).get(SKIP_LABEL) == "true"
+    part = pod_part(obj)
+    return isinstance(part, dict) and _labels(part.get("metadata")).get(SKIP_LABEL) == "true"
 
 
 def _declaration(annotations: dict[str, Any], labels: dict[str, Any]) -> dict[str, Any]:

@@ -104,6 +104,11 @@ class Metrics:
         self.audit_report_writes = Counter(
             "vramgate_audit_report_writes", "Report writes by the audit", ["action"], registry=r,
         )
+        self.gc_pause = Histogram(
+            "vramgate_gc_pause_seconds",
+            "Time of each cyclic garbage collection; it holds the GIL, so reviews and extender calls wait",
+            ["generation"], buckets=LATENCY_BUCKETS, registry=r,
+        )
         # vramgate_workload_placeable_replicas, registered by the AppState that owns it (webhook/serve/placeable.py).
         self.placeable_collector: Collector | None = None
 
@@ -124,6 +129,9 @@ class Metrics:
         for health, count in counts.items():
             self.nodes_by_health.labels(health=health).set(count)
 
+
+    def observe_gc_pause(self, generation: int, seconds: float) -> None:
+        self.gc_pause.labels(generation=str(generation)).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -30,10 +30,12 @@ import contextlib
 import json
 import os
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -96,8 +98,9 @@ def start_kwok(cp: ControlPlane) -> Process:
 
 
 @contextlib.contextmanager
-def scheduler(cp: ControlPlane, name: str, extenders: list[dict[str, Any]] | None) -> Iterator[Process]:
-    """kube-scheduler with one profile ``name`` (and the extenders), started and stopped around the block."""
+def scheduler(cp: ControlPlane, name: str, extenders: list[dict[str, Any]] | None) -> Iterator[int]:
+    """kube-scheduler with one profile ``name`` (and the extenders), started and stopped around the block;
+    yields its secure port (``/metrics`` readable without a token)."""
     cfg = cp.scheduler_config(extenders)
     cfg["profiles"] = [{"schedulerName": name}]
     cfg["clientConnection"].update({"qps": SCHEDULER_QPS, "burst": SCHEDULER_QPS})
@@ -109,13 +112,69 @@ def scheduler(cp: ControlPlane, name: str, extenders: list[dict[str, Any]] | Non
         str(cp.bin_dir / "kube-scheduler"), f"--config={path}", f"--authentication-kubeconfig={kc}",
         f"--authorization-kubeconfig={kc}", "--bind-address=127.0.0.1", f"--secure-port={port}",
         f"--cert-dir={cp.tmpdir / 'scheduler-certs'}", "--v=1",
+        # /metrics without a token: the bench reads where the scheduling cycle spends its time.
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
     ]
     proc = Process(name, argv, cp.logs_dir / f"{name}.log", cp.tmpdir)
     try:
         cp.wait_for(f"{name} ready", lambda: cp._component_healthz(port, "/readyz"), timeout=120)
-        yield proc
+        yield port
     finally:
         proc.stop()
+
+
+# kube-scheduler's own histograms (sum, count) read after a backlog: where its cycle spends the time.
+# Filter has no per-cycle histogram (it runs per node); algorithm − PreFilter − PreScore − Score is the
+# filter pass plus the extender calls.
+SCHED_HISTOGRAMS = {
+    "attempt": ("scheduler_scheduling_attempt_duration_seconds", {"result": "scheduled"}),
+    "algorithm": ("scheduler_scheduling_algorithm_duration_seconds", {}),
+    "prefilter": ("scheduler_framework_extension_point_duration_seconds", {"extension_point": "PreFilter"}),
+    "prescore": ("scheduler_framework_extension_point_duration_seconds", {"extension_point": "PreScore"}),
+    "score": ("scheduler_framework_extension_point_duration_seconds", {"extension_point": "Score"}),
+}
+
+
+def scheduler_metrics(port: int) -> dict[str, tuple[float, float]]:
+    """(sum seconds, count) of each SCHED_HISTOGRAMS entry from kube-scheduler's /metrics (empty on failure)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError as exc:
+        log(f"  kube-scheduler /metrics unreadable: {exc}")
+        return {}
+    return parse_scheduler_metrics(text)
+
+
+def parse_scheduler_metrics(text: str) -> dict[str, tuple[float, float]]:
+    """(sum seconds, count) of each SCHED_HISTOGRAMS entry in a Prometheus text exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, list[float]] = {k: [0.0, 0.0] for k in SCHED_HISTOGRAMS}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            for key, (name, labels) in SCHED_HISTOGRAMS.items():
+                if not sample.name.startswith(name) or any(sample.labels.get(k) != v for k, v in labels.items()):
+                    continue
+                if sample.name == name + "_sum":
+                    totals[key][0] += sample.value
+                elif sample.name == name + "_count":
+                    totals[key][1] += sample.value
+    return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+def per_cycle_ms(stats: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """Mean ms per scheduled attempt of each part, and the filter pass + extenders as the remainder."""
+    cycles = stats.get("algorithm", (0.0, 0.0))[1]
+    if not cycles:
+        return {}
+    out = {k: s / cycles * 1000 for k, (s, _) in stats.items() if k != "attempt"}
+    attempts = stats.get("attempt", (0.0, 0.0))
+    out["attempt"] = attempts[0] / attempts[1] * 1000 if attempts[1] else float("nan")
+    out["filter+extenders"] = out["algorithm"] - out["prefilter"] - out["prescore"] - out["score"]
+    return out
 
 
 # --------------------------------------------------------------------------- results
@@ -138,6 +197,9 @@ class SchedResult:
     ext_prioritize_ms: float = float("nan")
     ext_calls: int = 0
     load: float = float("nan")
+    # kube-scheduler's mean ms per cycle in the backlog: attempt, algorithm, prefilter, prescore, score,
+    # filter+extenders (see SCHED_HISTOGRAMS).
+    cycle_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -331,9 +393,10 @@ class Bench:
         names = [p["metadata"]["name"] for p in pods]
         prof = self.start_profile(size, config)
         load = os.getloadavg()[0]
-        with scheduler(self.cp, name, exts):
+        with scheduler(self.cp, name, exts) as sched_port:
             until(f"{run} settled", lambda: watch.settled(names), self.args.timeout)
             watch.stop()
+            cycle = per_cycle_ms(scheduler_metrics(sched_port))
             self.stop_profile(prof, size, config)
             stamps = sorted(watch.bound.values())
             rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else float("nan")
@@ -352,7 +415,7 @@ class Bench:
             pwatch.stop()
         lat = [(pwatch.bound[n] - t) * 1000 for _, n, t, _ in sent if n in pwatch.bound]
         res = SchedResult(size, config, len(pods), bound, unsched, rate, self.args.rate, len(lat),
-                          percentile(lat, 50), percentile(lat, 99), create_s, load=load)
+                          percentile(lat, 50), percentile(lat, 99), create_s, load=load, cycle_ms=cycle)
         if exts:
             for verb in ("filter", "prioritize"):
                 ds, dc = after[verb][0] - before[verb][0], after[verb][1] - before[verb][1]
@@ -361,7 +424,9 @@ class Bench:
         log(f"  {config:18s} {rate:7.1f} pods/s ({bound} bound, {unsched} unschedulable; backlog created in "
             f"{create_s:.1f}s)  paced {self.args.rate}/s: p50 {res.p50_ms:.0f} ms p99 {res.p99_ms:.0f} ms"
             + (f"  extender filter {res.ext_filter_ms:.2f} ms prioritize {res.ext_prioritize_ms:.2f} ms"
-               if exts else "") + f" (load average {load:.1f})")
+               if exts else "") + f" (load average {load:.1f})"
+            + (f"\n    kube-scheduler per cycle: attempt {cycle['attempt']:.2f} ms, algorithm {cycle['algorithm']:.2f}"
+               f" (filter+extenders {cycle['filter+extenders']:.2f}, score {cycle['score']:.2f})" if cycle else ""))
         self.delete_run(run)
         self.delete_run(prun)
         return res
@@ -506,15 +571,17 @@ def summarize_profile(raw: str) -> dict[str, float]:
 def table(res: Results) -> str:
     lines = ["", "Scheduler: backlog throughput and paced create→bind latency (same pods, same run)", ""]
     lines.append("| nodes | configuration | pods/s | ÷ default | bound | unschedulable | paced p50 ms | paced p99 ms "
-                 "| extender filter ms | extender prioritize ms | load avg |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+                 "| extender filter ms | extender prioritize ms | scheduler cycle ms: algorithm (filter+extenders) "
+                 "| load avg |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     by = {(r.nodes, r.config): r for r in res.scheduler}
     for r in res.scheduler:
         base = by.get((r.nodes, "default"))
         ratio = r.pods_per_s / base.pods_per_s if base and base.pods_per_s else float("nan")
         ext = (f"{r.ext_filter_ms:.2f} | {r.ext_prioritize_ms:.2f}" if r.config.startswith("extender") else "– | –")
+        cyc = (f"{r.cycle_ms['algorithm']:.2f} ({r.cycle_ms['filter+extenders']:.2f})" if r.cycle_ms else "–")
         lines.append(f"| {r.nodes:,} | {r.config} | {r.pods_per_s:.1f} | {ratio:.2f} | {r.bound} | {r.unschedulable} "
-                     f"| {r.p50_ms:.0f} | {r.p99_ms:.0f} | {ext} | {r.load:.1f} |")
+                     f"| {r.p50_ms:.0f} | {r.p99_ms:.0f} | {ext} | {cyc} | {r.load:.1f} |")
     lines += ["", "API server create latency (client side, kept-alive HTTPS, paced)", ""]
     lines.append("| nodes | kind | webhooks | samples | p50 ms | p99 ms | mean ms | p99 added ms "
                  "| vramgate ms per review (wall / CPU) | load avg |")

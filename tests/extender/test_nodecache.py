@@ -158,6 +158,22 @@ def test_snapshots_are_immutable_and_node_capability_is_computed_per_node_event(
     assert second.versions == {"a": "10", "b": "11"}
 
 
+def test_pod_churn_keeps_the_sorted_node_lists_and_a_node_change_rebuilds_them() -> None:
+    state = synced_state([node("a", 10), node("b", 11, gpus=4)])
+    first = state.snapshot()
+    order = first.by_vram
+    state.apply("Pod", event("ADDED", bound_pod("p", "a", 8, rv=20)))
+    second = state.snapshot()
+    assert second is not first and second.by_vram is order  # the first review after it does not re-sort
+    assert second.free_gpus("a") == 0 and first.free_gpus("a") == 8
+    state.apply("Node", event("MODIFIED", node("b", 30, gpus=4, mem=40960)))
+    third = state.snapshot()
+    assert third.by_vram is not order and [n.name for n in third.by_vram] == ["a", "b"]
+    assert third.nodes["b"].vram_mib < second.nodes["b"].vram_mib
+    state.apply("Node", event("DELETED", node("a", 31)))
+    assert [n.name for n in state.snapshot().by_vram] == ["b"]
+
+
 def test_namespace_enforcement_labels() -> None:
     state = synced_state([], [], [namespace("ml", "warn", rv=1)])
     state.apply("Namespace", event("ADDED", namespace("lab", "off", rv=2)))

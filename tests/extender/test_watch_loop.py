@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import orjson
 
+from webhook.kube.heap import Settler
 from webhook.kube.nodecache import Gone, KubeInventory
 from webhook.metrics import Metrics
 from webhook.serve.app import create_app
@@ -80,6 +81,22 @@ def test_watch_events_publish_and_the_metrics_follow() -> None:
         text = metrics.render().decode()
     assert "vramgate_inventory_nodes 2.0" in text
     assert "vramgate_inventory_staleness_seconds" in text
+
+
+def test_the_heap_is_settled_after_each_list_and_after_enough_watch_changes() -> None:
+    api = base_api()
+    api.watches["Pod"] = [[[event("DELETED", bound_pod("p1", "a", 2, rv=101))],
+                           [event("ADDED", bound_pod("p2", "b", 4, rv=102)),
+                            event("ADDED", bound_pod("p3", "b", 0, rv=103))]]]
+    settled: list[int] = []
+    settler = Settler(floor=3, ratio=0.0, action=lambda: settled.append(1))
+    inv = KubeInventory(CFG, api=api, backoff_base_s=0.001, backoff_cap_s=0.01, settler=settler)
+    asyncio.run(inv.start())
+    try:
+        wait_for(lambda: inv.snapshot().free == {"a": 8, "b": 0} and len(settled) == 4)
+    finally:
+        asyncio.run(inv.stop())
+    assert settler.settles == 4  # three lists, then three watch events reach the floor once
 
 
 def test_410_gone_in_the_stream_relists_and_counts() -> None:

@@ -93,3 +93,31 @@ def test_final_line_and_table() -> None:
     assert "| 5,000 | extender-cache | 83.0 | 0.83 |" in text
     assert "| 5,000 | native | 97.0 | 0.97 | 495 | 0 | 20 | 41 | – | – |" in text
     assert "| 5,000 | Pod | on | 180 | 4.00 | 7.40 | 4.20 | +1.4 | nan / nan | nan |" in text
+
+
+def test_scheduler_cycle_parts_from_its_own_histograms() -> None:
+    from bench.cluster.run import parse_scheduler_metrics, per_cycle_ms
+
+    ep = "scheduler_framework_extension_point_duration_seconds"
+    ok = 'profile="p",status="Success"'
+    text = "\n".join([
+        "# TYPE scheduler_scheduling_algorithm_duration_seconds histogram",
+        'scheduler_scheduling_algorithm_duration_seconds_bucket{le="+Inf"} 400',
+        "scheduler_scheduling_algorithm_duration_seconds_sum 2.0",
+        "scheduler_scheduling_algorithm_duration_seconds_count 400",
+        "# TYPE scheduler_scheduling_attempt_duration_seconds histogram",
+        'scheduler_scheduling_attempt_duration_seconds_sum{profile="p",result="scheduled"} 3.0',
+        'scheduler_scheduling_attempt_duration_seconds_count{profile="p",result="scheduled"} 400',
+        'scheduler_scheduling_attempt_duration_seconds_sum{profile="p",result="unschedulable"} 9.0',
+        'scheduler_scheduling_attempt_duration_seconds_count{profile="p",result="unschedulable"} 7',
+        "# TYPE scheduler_framework_extension_point_duration_seconds histogram",
+        f'{ep}_sum{{extension_point="Score",{ok}}} 0.4',
+        f'{ep}_count{{extension_point="Score",{ok}}} 400',
+        f'{ep}_sum{{extension_point="PreFilter",{ok}}} 0.2',
+        f'{ep}_sum{{extension_point="PreScore",{ok}}} 0.2',
+        f'{ep}_sum{{extension_point="Bind",{ok}}} 9.0',
+    ])
+    parts = per_cycle_ms(parse_scheduler_metrics(text))
+    assert parts["algorithm"] == 5.0 and parts["attempt"] == 7.5 and parts["score"] == 1.0
+    assert parts["filter+extenders"] == 5.0 - 0.5 - 0.5 - 1.0
+    assert per_cycle_ms({}) == {}

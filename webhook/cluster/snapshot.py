@@ -57,6 +57,19 @@ class Snapshot:
         return tuple(n for n in self.nodes.values() if not n.is_gpu_node)
 
 
+NODE_VIEWS = ("by_vram", "cpu_nodes")
+
+
+def carry_node_views(previous: Snapshot, new: Snapshot) -> None:
+    """Give ``new`` the node lists ``previous`` has built, for a snapshot whose nodes did not change.
+
+    Only the cached views that depend on ``nodes`` alone; free GPUs are read from the new snapshot.
+    """
+    for name in NODE_VIEWS:
+        if name in previous.__dict__:
+            new.__dict__[name] = previous.__dict__[name]
+
+
 def capability(node: NodeGPUs) -> NodeGPUs:
     """The node without its name: equal (and equally hashed) for nodes that any pod judges alike.
 

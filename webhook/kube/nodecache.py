@@ -38,10 +38,11 @@ import orjson
 
 from ..cluster.dra import Device, DraView, devices_by_node, dra_view
 from ..cluster.inventory import NodeGPUs, node_gpus, with_devices
-from ..cluster.snapshot import ClassTable, Snapshot
+from ..cluster.snapshot import ClassTable, Snapshot, carry_node_views
 from ..cluster.usage import holds_gpus, pod_gpus
 from ..config import Config
 from ..metrics import Metrics
+from .heap import Settler
 
 log = logging.getLogger("vramgate.nodecache")
 
@@ -146,6 +147,7 @@ class InventoryState:
         self._listed: set[Kind] = set()
         self._revision = 0
         self._dirty = True
+        self._nodes_changed = True  # a node's NodeGPUs changed since the last snapshot (not just its free GPUs)
         self._snapshot = Snapshot()
 
     # ---- queries ---------------------------------------------------------------------------
@@ -163,6 +165,11 @@ class InventoryState:
     def gpu_node_count(self) -> int:
         return self._gpu_nodes
 
+    @property
+    def size(self) -> int:
+        """Objects held: nodes, GPU pods and labelled namespaces (what the heap settler weighs changes against)."""
+        return len(self._nodes) + len(self._pods) + len(self._enforcement)
+
     def used(self, node: str) -> int:
         return self._used.get(node, 0)
 
@@ -171,6 +178,7 @@ class InventoryState:
         if self._dirty:
             self._revision += 1
             # Plain dicts (copies, never mutated afterwards): the extender's hot loop maps over them.
+            previous = self._snapshot
             self._snapshot = Snapshot(
                 nodes=dict(self._nodes),
                 free=dict(self._free),
@@ -182,6 +190,10 @@ class InventoryState:
                 versions=dict(self._node_version),
                 dra=self._dra_view,
             )
+            if not self._nodes_changed:
+                # Pod churn changes free GPUs only: the first review after it must not re-sort the fleet.
+                carry_node_views(previous, self._snapshot)
+            self._nodes_changed = False
             self._dirty = False
         return self._snapshot
 
@@ -362,6 +374,7 @@ class InventoryState:
         self._node_rv[name] = new
         self._node_version[name] = rv or ""
         if old is None or old != info:
+            self._nodes_changed = True
             if len(self._table) > 4 * len(self._nodes) + 1024:
                 self._reintern()
             self._caps[name] = self._table.cap_of(info)
@@ -376,7 +389,7 @@ class InventoryState:
         self._gpu_nodes -= int(old.is_gpu_node)
         for table in (self._node_version, self._caps, self._classes, self._free):
             table.pop(name, None)
-        self._dirty = True
+        self._dirty = self._nodes_changed = True
 
     def _refresh(self, name: str) -> None:
         """Recompute a node's free GPUs and class after its capability or its pods changed."""
@@ -642,8 +655,12 @@ class KubeInventory:
 
     def __init__(self, config: Config, kubeconfig: str | None = None, metrics: Metrics | None = None, *,
                  api: WatchApi | None = None, page_size: int = 500, watch_timeout_s: tuple[int, int] = (300, 600),
-                 backoff_base_s: float = 0.5, backoff_cap_s: float = 3.0, dra: bool | None = None) -> None:
+                 backoff_base_s: float = 0.5, backoff_cap_s: float = 3.0, dra: bool | None = None,
+                 settler: Settler | None = None) -> None:
         """``dra``: also list+watch the DRA kinds (default: with the real client, when the config names a driver).
+
+        ``settler`` freezes the inventory out of the garbage collector after each list and after enough
+        watch changes (``kube/heap.py``): the serving process passes one; without it the heap is left alone.
 
         The retry back-off is capped at ``backoff_cap_s`` (3 s, with jitter): after an API server restart the
         inventory re-lists within seconds of its return, not after a 30 s wait (blind for 11–19 s before).
@@ -659,6 +676,7 @@ class KubeInventory:
             dra = api is None and bool(config.labels.dra_drivers)
         self.kinds: tuple[Kind, ...] = (*KINDS, *DRA_KINDS) if dra else KINDS
         self._state = InventoryState(config, self.kinds)
+        self._settler = settler
         self._lock = threading.Lock()
         self._snapshot = self._state.snapshot()
         self._stop = threading.Event()
@@ -772,6 +790,17 @@ class KubeInventory:
             return False
 
     def _list(self, kind: Kind) -> None:
+        items, rv = self._pages(kind)
+        with self._lock:
+            self._state.relist(kind, items, rv)
+            self._publish()
+            size = self._state.size
+        del items  # the raw list is garbage now: settle frees it instead of freezing it
+        if self._settler is not None:
+            self._settler.listed(size)
+
+    def _pages(self, kind: Kind) -> tuple[list[Any], str | None]:
+        """Every item of a paged list, and the list's resourceVersion."""
         assert self._api is not None
         items: list[Any] = []
         cont: str | None = None
@@ -786,10 +815,7 @@ class KubeInventory:
             rv = meta.get("resourceVersion") or rv
             cont = meta.get("continue") or None
             if not cont or self._stop.is_set():
-                break
-        with self._lock:
-            self._state.relist(kind, items, rv)
-            self._publish()
+                return items, rv
 
     def _watch(self, kind: Kind, backoff: Backoff) -> bool:
         """One watch from the resume point until the server ends it; whether any event arrived."""
@@ -810,6 +836,9 @@ class KubeInventory:
                             raise WatchError(_status_message(event))
                 finally:
                     self._publish()
+                    size = self._state.size
+            if self._settler is not None:
+                self._settler.note(len(batch), size)
             if self._stop.is_set():
                 break
         return heard

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -28,6 +27,7 @@ from fastapi import FastAPI
 
 from ..cluster.snapshot import InventorySource, StaticInventory
 from ..config import Config
+from ..kube import heap
 from ..kube.apiserver import RawApi
 from ..kube.autofit_events import AutofitEvents
 from ..kube.configmaps import ConfigMapReader
@@ -58,7 +58,8 @@ def build_inventory(args: argparse.Namespace, config: Config, metrics: Metrics) 
         return StaticInventory(nodes, config, dra)
     from ..kube.nodecache import KubeInventory
 
-    return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics)
+    return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics,
+                         settler=heap.Settler())
 
 
 def configmap_reader(config: Config, inventory: InventorySource, kubeconfig: str | None) -> ConfigMapReader | None:
@@ -298,19 +299,6 @@ def make_server(
 # The command
 
 
-def _tune_gc() -> None:
-    """Keep the cyclic GC off the request path.
-
-    Everything loaded at start (modules, catalog, config, a fixed inventory) is frozen out of the
-    collector's generations, and the young-generation threshold is raised: each review allocates a
-    few hundred dicts that reference counting frees, and at the default threshold (700) a collection
-    ran every couple of reviews — the source of p99 spikes under load.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
-
-
 def _ignore(sig: int, frame: FrameType | None) -> None:
     """uvicorn re-raises the signal that stopped it; after a clean shutdown that is a no-op."""
 
@@ -344,10 +332,13 @@ def serve(args: argparse.Namespace, config: Config) -> int:
                          dev=bool(getattr(args, "dev", False)))
     handled = (signal.SIGTERM, signal.SIGINT)
     previous = {sig: signal.signal(sig, _ignore) for sig in handled}
-    _tune_gc()
+    heap.tune()
+    pauses = heap.PauseTimer(metrics.observe_gc_pause)
+    pauses.install()
     try:
         server.run()
     finally:
+        pauses.remove()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     log.info("stopped", extra={"fields": {"clean": server.started}})

@@ -225,24 +225,72 @@ def cuda_graph_mib(params: float, tp: int) -> float:
     return (0.4 + 0.05 * params / 1e9 / max(tp, 1)) * 1024
 
 
-# Bytes per vocabulary entry per sequence of the dummy sampler run: fp32 logits, softmax and the
-# top-k/top-p sort. 12 B fits V0 and V1 before 0.10 (vllm#10517, vllm#18322); 0.10+ logs with 1024
-# sequences show ~36 B (llm-d H100 logs: Llama-3.1-8B 4.76 GiB, Qwen3-0.6B 5.56, gpt-oss 7.38 GiB
-# of activation peak) while 256-sequence ones stay near 12 B (Qwen2-7B on A100, 0.10.1.1):
-# the middle takes 24 B and the band spans 12–36 B.
-SAMPLER_BYTES = (12.0, 24.0, 36.0)
+# Bytes per vocabulary entry per dummy sequence at the sampler's peak: (low, expected, high).
+# Both engines sample the last token of each dummy sequence with top-k = vocab − 1 and top-p < 1, so
+# the PyTorch top-k/top-p path sorts the whole [rows, vocab] logits (V0: vllm==0.5.5
+# vllm/worker/model_runner.py profile_run SamplingParams(top_p=0.99, top_k=vocab_size - 1) and
+# vllm/model_executor/layers/sampler.py _apply_top_k_top_p; V1: vllm==0.8.5
+# vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run, vllm/v1/sample/ops/topk_topp_sampler.py
+# apply_top_k_top_p). Live at the sort: the bf16 logits (2 B), their fp32 copy (4 B,
+# v1/sample/sampler.py ``logits.to(torch.float32)``), the sorted values and int64 indices (12 B), the
+# int64 index input torch.sort builds and CUB's alternate key/value buffers (≈ 20 B): ≈ 38 B
+# (inference from the code path). Logged: 38.4–39.6 B on six llm-d H100 V1 runs with 1024 sequences
+# (Qwen3-0.6B/32B, Llama-3.1-8B, Llama-3.3-70B TP 2, gpt-oss-20b/120b), 38.5 B on Qwen3-30B-A3B
+# (0.10.2, H100), 38.8 B on the V0 0.6.4 driver rank (Llama-3.1-8B, 256 sequences, mapcoder log);
+# vllm#32558 measured 1.25 GB for a PyTorch top-k at 256 × 131072 (37 B). V1's low end (12 B) is the
+# FlashInfer sampler (vllm#11394; used when installed and enabled, which changed with vllm#14815,
+# #15777 and #26859); V0 ships it off (VLLM_USE_FLASHINFER_SAMPLER unset), so V0's low end stays
+# near the sort's.
+SAMPLER_BYTES = (12.0, 38.0, 40.0)
+V0_SAMPLER_BYTES = (32.0, 38.0, 40.0)
+# vllm#33538 (merged 2026-02-02) replaced the sort with a Triton pivot search on GPUs with Triton:
+# vllm#32558's table gives 384 MB at 256 × 131072 (≈ 11.4 B) besides the logits, then softmax probs
+# and the exponential noise (8 B): ≈ 18 B expected. The release that first shipped it is
+# **unverified** (0.16 assumed, the first release after the merge in this note's list); no published
+# log in the corpus has many sequences on 0.16+, so the high end stays at the sort's.
+TRITON_SAMPLER_FROM: Version = (0, 16, 0)
+TRITON_SAMPLER_BYTES = (12.0, 18.0, 40.0)
+# Hidden-size bf16 tensors live at a decoder layer's peak (input, residual, norm output, attention and
+# all-reduce outputs): fitted with the gated-MLP term on V0 Llama-3.1-8B at 20k/29k batched tokens
+# (106 KiB/token logged, RTX 3090) and Qwen2.5-14B at 32k, TP 1 and TP 2 (distagentgc logs).
+HIDDEN_TENSORS = 6
+
+
+def forward_bytes(tokens: int, hidden: int, intermediate: float, tp: int, spec: ModelSpec | None = None) -> float:
+    """Peak of one profile forward pass of ``tokens`` tokens, per TP rank.
+
+    A dense gated MLP holds gate_up [T, 2·I/tp] and its activation; the hidden-size tensors are
+    replicated on every rank (RowParallelLinear all-reduces a full [T, H]), so only the intermediate
+    part divides by TP: tokens × 2 B × (2·I/tp + 6·H) (fitted, see HIDDEN_TENSORS). An MoE layer's
+    fused_moe (vllm/model_executor/layers/fused_moe/fused_moe.py fused_experts_impl) allocates
+    intermediate_cache1 [T, top_k, 2·I_moe/tp], cache2 [T·top_k, I_moe/tp] and cache3 [T, top_k, H];
+    the peak layer is the larger of the dense and MoE ones.
+    """
+    per_token = 2.0 * (2 * intermediate / tp + HIDDEN_TENSORS * hidden)
+    topk = (spec.experts_per_token or 0) if spec is not None else 0
+    moe_inter = (spec.moe_intermediate_size or 0) if spec is not None else 0
+    if topk and moe_inter:
+        moe = 2.0 * (topk * (3 * moe_inter / tp + hidden) + HIDDEN_TENSORS * hidden)
+        dense_layers = spec is not None and bool(spec.first_dense_layers)
+        per_token = max(moe, per_token) if dense_layers else moe
+    return tokens * per_token
 
 
 def activation_bytes(tokens: int, seqs: int, hidden: int, intermediate: float, vocab: int, tp: int,
-                     sampler_bytes: float = 12.0) -> float:
-    """Peak of the profile run: the MLP/attention working set of ``tokens``, and the dummy sampler.
+                     sampler_bytes: float = SAMPLER_BYTES[1], spec: ModelSpec | None = None) -> float:
+    """Peak of the profile run: the larger of the forward pass and the dummy sampler run.
 
-    tokens × 2 B × (2·intermediate + 6·hidden) per TP rank, plus min(seqs, tokens) rows of
-    ``sampler_bytes`` per vocabulary entry; fitted to published V0/V1 logs.
+    The two run one after the other and the forward's temporaries are freed before the logits exist
+    (V1: vllm/v1/worker/gpu_model_runner.py profile_run calls ``_dummy_run`` then
+    ``_dummy_sampler_run`` on the last token of each request, vllm==0.8.5–0.33.0; V0:
+    vllm/worker/model_runner.py execute_model runs the model, then compute_logits and sample), so the
+    peak is max(forward, hidden states kept + sampler), not their sum. The sampler holds
+    min(seqs, tokens) rows of ``sampler_bytes`` per vocabulary entry.
     """
-    mlp = tokens * 2.0 * (2 * intermediate + 6 * hidden) / tp
+    forward = forward_bytes(tokens, hidden, intermediate, tp, spec)
+    kept = tokens * hidden * 2.0  # the dummy run's output, still referenced while sampling
     sampler = min(seqs, tokens) * vocab * sampler_bytes
-    return mlp + sampler
+    return max(forward, kept + sampler)
 
 
 def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
@@ -273,10 +321,11 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
 
     inter = float(getattr(spec, "intermediate_size", None) or 3.5 * shape.hidden_size)
     vocab = spec.vocab_size if spec else 128_000
-    s_lo, s_mid, s_hi = SAMPLER_BYTES if v >= (0, 10, 0) else (SAMPLER_BYTES[0],) * 3
-    act = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid)
-    act_lo = activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo)
-    act_hi = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi)
+    s_lo, s_mid, s_hi = (V0_SAMPLER_BYTES if not v1 else
+                         TRITON_SAMPLER_BYTES if v >= TRITON_SAMPLER_FROM else SAMPLER_BYTES)
+    act = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid, spec)
+    act_lo = activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo, spec)
+    act_hi = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi, spec)
     vision = _vision_profile(req, spec, tokens, seqs, v1) / tp
     # NCCL, custom all-reduce and all-to-all buffers: any rank that talks to others (TP, or experts spread by DP).
     nt_lo, nt_mid, nt_hi = NON_TORCH_TP_MIB if tp > 1 or req.expert_split > g else NON_TORCH_MIB

@@ -46,7 +46,7 @@ def test_llama3_pod_gets_everything(svc: Service) -> None:
     ann = patched["metadata"]["annotations"]
     per_gpu = int(ann["vramgate.io/vram-per-gpu-mib"])
     assert int(ann["vramgate.io/vram-required-mib"]) == per_gpu > 30000
-    assert ann["vramgate.io/estimate"].startswith("32.3 GiB (32.2–")
+    assert ann["vramgate.io/estimate"].startswith("32.3 GiB (32.1–")
     assert "on vllm 0.6.3: weights 15.0 GiB (8.03B × bf16) + KV cache 16.0 GiB" in ann["vramgate.io/estimate"]
     # VRAM affinity: a GPU holding the estimate's low end at utilization 0.9 (a pod admitted because it
     # may fit must not be made unschedulable); the controller's label, else GFD's.

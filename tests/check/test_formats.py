@@ -142,7 +142,7 @@ def test_fix_rewrites_in_place_keeping_comments_golden(capsys: pytest.CaptureFix
     assert work.read_text() == golden.read_text()
     name = str(work).lstrip("/")
     assert diff.startswith(f"--- a/{name}\n+++ b/{name}\n")
-    assert "fix 2: --max-model-len 18432" in err
+    assert "fix 2: --max-model-len 27648" in err
     code, _, _ = run(capsys, "check", "-f", str(work), "--nodes", str(SINGLE))
     assert code == 0
 
@@ -198,7 +198,7 @@ def test_fix_in_a_list_and_in_json_edits_only_the_value(capsys: pytest.CaptureFi
         code, _, err = run(capsys, "check", "-f", str(f), "--nodes", str(SINGLE), "--fix", "--suggestion", "2")
         assert code == 0, err
         after = f.read_text()
-        assert after == before.replace('"65536"', '"18432"').replace("'65536'", "'18432'"), after
+        assert after == before.replace('"65536"', '"27648"').replace("'65536'", "'27648'"), after
 
 
 def test_too_few_gpus_gets_the_count_that_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

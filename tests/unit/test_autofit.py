@@ -70,12 +70,12 @@ def args_of(obj: dict[str, Any]) -> list[str]:
 
 def test_a_too_long_context_is_shortened() -> None:
     out, result = applied(vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "131072"), L4)
-    assert out.fix is not None and out.fix.changes == (Change("context", 11264),)
-    assert args_of(result)[-2:] == ["--max-model-len", "11264"]
+    assert out.fix is not None and out.fix.changes == (Change("context", 31744),)
+    assert args_of(result)[-2:] == ["--max-model-len", "31744"]
 
 
 def test_fp8_kv_cache_where_every_gpu_converts_fp8() -> None:
-    obj = vllm("--model", "Qwen/Qwen2.5-32B-Instruct", "--max-model-len", "40960")
+    obj = vllm("--model", "Qwen/Qwen2.5-32B-Instruct", "--max-model-len", "65536", "--gpu-memory-utilization", "0.95")
     out, result = applied(obj, H100)
     assert out.fix is not None and out.fix.changes == (Change("kv_dtype", "fp8"),)
     assert "--kv-cache-dtype" in args_of(result)
@@ -97,17 +97,18 @@ def test_utilization_raised_up_to_the_ceiling() -> None:
     obj = vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192",
                "--gpu-memory-utilization", "0.6")
     out, result = applied(obj, L4)
-    assert out.fix is not None and out.fix.changes == (Change("utilization", "0.89"),)
-    assert args_of(result)[-1] == "0.89"
+    # Priced on the L4 with vLLM's defaults for a GPU under 70 GiB (256 sequences, 2048 batched tokens).
+    assert out.fix is not None and out.fix.changes == (Change("utilization", "0.77"),)
+    assert args_of(result)[-1] == "0.77"
     # Under a ceiling below what it needs, no eligible fix is left (only a lower precision would fit).
-    low = Config(admission=Admission(autofit=Autofit(max_gpu_memory_utilization=0.8)))
+    low = Config(admission=Admission(autofit=Autofit(max_gpu_memory_utilization=0.7)))
     out, _ = fitted(obj, L4, config=low)
     assert out is not None and not out.applied and "precision change" in out.reason
 
 
 def test_fewer_sequences_in_the_start_up_profile() -> None:
-    obj = vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192",
-               "--max-num-batched-tokens", "32768", "--max-num-seqs", "1024")
+    # The dummy sampler's rows (2048 × vocab × 38 B at the sort) are what does not fit.
+    obj = vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "20480", "--max-num-seqs", "2048")
     out, result = applied(obj, L4)
     assert out.fix is not None and out.fix.changes == (Change("max_seqs", 64),)
     args = args_of(result)
@@ -215,8 +216,8 @@ def test_check_autofit_prints_the_diff_and_changes_no_file(tmp_path: Path,
     before = manifest.read_text()
     assert main(["check", "-f", str(manifest), "--nodes", str(nodes), "--autofit"]) == 0
     out, err = capsys.readouterr()
-    assert "-        - '131072'\n+        - '11264'\n" in out and "+    vramgate.io/autofit-applied:" in out
-    assert "deployment/d: autofit: --max-model-len 11264" in err
+    assert "-        - '131072'\n+        - '31744'\n" in out and "+    vramgate.io/autofit-applied:" in out
+    assert "deployment/d: autofit: --max-model-len 31744" in err
     assert manifest.read_text() == before
 
 
@@ -233,9 +234,9 @@ def test_explain_shows_what_autofit_changed() -> None:
     snap = snapshot_from_nodes([L4], CFG)
     e = explain(result, snap, CFG, CAT)
     text = render(e)
-    assert "  autofit: applied --max-model-len 11264" in text
+    assert "  autofit: applied --max-model-len 31744" in text
     assert "    instead of rejecting: deployment/d: needs" in text
-    assert as_dict(e)["autofit"]["change"].startswith("--max-model-len 11264")
+    assert as_dict(e)["autofit"]["change"].startswith("--max-model-len 31744")
     assert as_dict(explain(vllm("--model", "qwen3-8b"), snap, CFG, CAT))["autofit"] is None
 
 

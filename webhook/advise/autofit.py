@@ -23,8 +23,9 @@ import orjson
 from ..cluster.inventory import NodeGPUs
 from ..cluster.snapshot import Snapshot
 from ..config import Config
-from ..decide.placement import Change, Code
+from ..decide.placement import Change, Code, on_gpu
 from ..decide.verdict import Judgement
+from ..engines import estimate as run_estimate
 from ..kinds import pod_part
 from .fixes import Fix, Judge, Patch, checked_fix, escape, fixes_for
 
@@ -153,8 +154,9 @@ def _utilization_fix(doc: dict[str, Any], judgement: Judgement, nodes: list[Node
     hosts = [n for n in nodes if n.capacity >= demand.gpus and n.vram_mib > 0]
     if not hosts:
         return None
-    largest = max(n.vram_mib for n in hosts)
-    needed = math.ceil(demand.estimate.per_gpu_mib / largest * 100) / 100
+    host = max(hosts, key=lambda n: n.vram_mib)
+    expected = run_estimate(on_gpu(demand.estimate.request, host)).per_gpu_mib
+    needed = math.ceil(expected / host.vram_mib * 100) / 100
     if needed <= demand.utilization or needed > ceiling:
         return None
     return checked_fix(doc, demand, (Change("utilization", f"{needed:.2f}"),),

@@ -333,6 +333,14 @@ def _at_least(need: Need) -> str:
     return ""
 
 
+def on_gpu(req: EstimateRequest, node: NodeGPUs) -> EstimateRequest:
+    """``req`` priced on ``node``'s GPU: engine defaults depend on it (vLLM V1's batch sizes and sampler rows,
+    vllm/engine/arg_utils.py ``_set_default_args``: 1024 sequences on ≥ 70 GiB GPUs, 256 below)."""
+    if node.vram_mib <= 0:
+        return req
+    return req.but(gpu_mib=float(node.vram_mib), gpu_product=node.product or None)
+
+
 def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: NodeGPUs) -> ClusterVerdict:
     """Admit; when only the low end of the estimate fits anywhere, say so (the band straddles the GPU)."""
     expected = need.expected
@@ -347,8 +355,7 @@ def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: N
     best = max((n for n in nodes if n.is_gpu_node and n.vram_mib > 0), key=lambda n: n.vram_mib, default=first)
     est = demand.estimate
     if est is not None and best.vram_mib > 0 and est.request.engine is not None:
-        # Engine defaults depend on the GPU (vLLM's V1 batch sizes): price it on the largest one.
-        on_best = run_estimate(est.request.but(gpu_mib=float(best.vram_mib), gpu_product=best.product or None))
+        on_best = run_estimate(on_gpu(est.request, best))
         if on_best.per_gpu_mib <= best.vram_mib * need.utilization:
             return ClusterVerdict(True, Code.FITS, "fits", best_node=best.name)
         expected = on_best.per_gpu_mib
@@ -383,16 +390,32 @@ def _breakdown(demand: Demand) -> str:
     return est.summary().split(": ", 1)[1]
 
 
+def _host_for(req: EstimateRequest, nodes: Sequence[NodeGPUs], util: float) -> tuple[int, NodeGPUs] | None:
+    """The first node with ``req.gpus`` GPUs that holds ``req`` priced on its own GPU: (MiB per GPU, node).
+
+    Each kind of GPU (VRAM, product) is priced once, however many nodes have it."""
+    priced: dict[tuple[int, str], int] = {}
+    for n in nodes:
+        if n.capacity < req.gpus or n.vram_mib <= 0:
+            continue
+        kind = (n.vram_mib, n.product)
+        mib = priced.get(kind)
+        if mib is None:
+            mib = priced[kind] = run_estimate(on_gpu(req, n)).per_gpu_mib
+        if mib <= n.vram_mib * util:
+            return mib, n
+    return None
+
+
 def _fewest_gpus(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> tuple[int, int, str] | None:
     """The fewest GPUs above ``req.gpus`` on which some node holds ``req``: (GPUs, MiB per GPU, product)."""
     for g in range(req.gpus + 1, max(n.capacity for n in nodes) + 1):
         # Tensor parallelism splits attention heads evenly (vLLM: heads % tp == 0); unknown models: powers of 2.
         if (req.spec.heads % g if req.spec else g & (g - 1)) != 0:
             continue
-        alt = run_estimate(req.but(gpus=g))
-        for n in nodes:
-            if n.capacity >= g and alt.per_gpu_mib <= n.vram_mib * util:
-                return g, alt.per_gpu_mib, n.product or n.name
+        found = _host_for(req.but(gpus=g), nodes, util)
+        if found is not None:
+            return g, found[0], found[1].product or found[1].name
     return None
 
 
@@ -457,9 +480,10 @@ def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
     if est is None:
         most = max(n.capacity for n in nodes)
         return [Suggestion(f"lower vramgate.io/vram, or request up to {most} GPUs to split it")]
-    req = est.request
-    engine = req.engine
     largest = max(nodes, key=lambda n: n.vram_mib)
+    # Every change is priced on the GPU it targets, so a fix for a 24 GiB GPU uses that GPU's engine defaults.
+    req = on_gpu(est.request, largest)
+    engine = req.engine
     room = largest.vram_mib * util
     tips: list[Suggestion] = []
     current_bits = PRECISIONS[req.precision].bits
@@ -545,19 +569,17 @@ def fewer_gpus_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
         for g in range(most, 0, -1):
             if g > 1 and (req.spec.heads % g if req.spec else g & (g - 1)) != 0:
                 continue
-            alt = run_estimate(req.but(gpus=g, precision=p))
-            host = next((n for n in nodes if n.capacity >= g and n.vram_mib > 0
-                         and alt.per_gpu_mib <= n.vram_mib * util), None)
-            if host is None:
+            found = _host_for(req.but(gpus=g, precision=p), nodes, util)
+            if found is None:
                 continue
+            alt_mib, host = found
             tp = suggest(req.engine, "tp", g)
             changes: tuple[Change, ...] = (Change("gpus", g),)
             text = f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else "")
             if p != req.precision:
                 changes = (Change("precision", p), *changes)
                 text += f", vramgate.io/precision: {p}"
-            return [Suggestion(f"{text}) → {_gib(alt.per_gpu_mib)} GiB per GPU on {host.product or host.name}",
-                               changes)]
+            return [Suggestion(f"{text}) → {_gib(alt_mib)} GiB per GPU on {host.product or host.name}", changes)]
     return []
 
 

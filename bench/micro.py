@@ -55,11 +55,49 @@ def rows() -> list[tuple[str, float, float]]:
         out.append((f"read_demand({name})", d, d / base))
         j = per_call_us(lambda obj=obj: judge(obj, snapshot, config, catalog, namespace="ml"))  # type: ignore[misc]
         out.append((f"judge({name})", j, j / base))
+    out += fleet_rows()
     assert spec is not None
     req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=8192, batch=16)
     e = per_call_us(lambda: estimate(req))
     out.append(("estimate(llama-3-8b, 8192 × 16)", e, float("nan")))
     return out
+
+
+def fleet_rows(size: int = 5000) -> list[tuple[str, float, float]]:
+    """What a background audit pass and the first review after pod churn cost per workload at ``size`` nodes
+    (``bench/cluster/fleet.py``'s mix), beside judge() of the same pod on the same snapshot."""
+    from bench.cluster import fleet
+    from webhook.audit.audit import audit_one
+    from webhook.kube.nodecache import InventoryState
+
+    config, catalog = Config(), builtin_catalog()
+    state = InventoryState(config)
+    nodes = [fleet.node_object(i) for i in range(size)]
+    state.relist("Node", nodes, "1")
+    pods = [fleet.existing_pod(n, i) for i, n in enumerate(nodes) if i % 4 == 0 and fleet.gpu_devices(n)]
+    state.relist("Pod", pods, "2")
+    state.relist("Namespace", [], "3")
+    snapshot = state.snapshot()
+    obj = fleet.admission_pod(0, "bench")
+    base = per_call_us(lambda: judge(obj, snapshot, config, catalog, namespace="ml"))
+    a = per_call_us(lambda: audit_one(obj, snapshot, config, catalog))
+    rv = iter(range(10, 10**9))
+
+    bound = [True]
+
+    def churn_then_review() -> None:
+        # The pod alternately leaves and returns: every call frees or takes its GPUs (a new snapshot).
+        p = pods[0]
+        etype = "DELETED" if bound[0] else "ADDED"
+        bound[0] = not bound[0]
+        state.apply("Pod", {"type": etype, "object": {**p, "metadata": {**p["metadata"],
+                                                                         "resourceVersion": str(next(rv))}}})
+        judge(obj, state.snapshot(), config, catalog, namespace="ml")
+
+    c = per_call_us(churn_then_review)
+    return [(f"judge(GPU pod, {size:,} nodes) — baseline", base, 1.0),
+            (f"audit_one(GPU pod, {size:,} nodes): the audit's per-workload cost", a, a / base),
+            (f"a pod event, publish, then judge on the new snapshot ({size:,} nodes)", c, c / base)]
 
 
 def table() -> str:

@@ -443,8 +443,9 @@ class Bench:
             return None
         OUT_DIR.mkdir(parents=True, exist_ok=True)
         path = OUT_DIR / f"profile-n{size}-{config}.txt"
+        # --gil: only what holds the GIL, i.e. what the event loop waits behind.
         return subprocess.Popen([str(spy), "record", "-r", "200", "-f", "raw", "-o", str(path), "--nonblocking",
-                                 "--pid", str(self.gate.proc.popen.pid)],
+                                 "--gil", "--threads", "--pid", str(self.gate.proc.popen.pid)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop_profile(self, prof: subprocess.Popen[bytes] | None, size: int, config: str) -> None:

@@ -259,3 +259,68 @@ def test_docs_examples_give_what_docs_audit_md_shows(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     assert "change that would place it: tolerate team=vision:NoSchedule (then it fits on gpu-l4-0)" in out
     assert out.strip() in (root / "docs" / "audit.md").read_text()
+
+
+def _best_node_reference(demand: Any, snapshot: Any) -> tuple[str, str | None, str]:
+    """The per-node scan best_node replaced: every node judged on its own, the first best score wins."""
+    from webhook.advise.explain import node_outcome
+    from webhook.decide.placement import Code, Need, score
+
+    size = {str(Code.VRAM_TOO_SMALL), str(Code.TOO_FEW_GPUS)}
+    need, best, miss = Need.of(demand), None, None
+    for n in snapshot.by_vram:
+        o = node_outcome(demand, n, snapshot.free_gpus(n.name), "nvidia.com/gpu")
+        if o.code in (str(Code.FITS), str(Code.GPUS_BUSY)):
+            s = score(need, n, n.allocatable, demand.placement or "binpack")
+            if best is None or s > best[0]:
+                best = (s, n.name)
+        elif miss is None or (miss[1] in size and o.code not in size):
+            miss = (n.name, o.code, o.reason)
+    if best is not None:
+        return best[1], None, ""
+    return miss if miss is not None else ("", None, "")
+
+
+def test_best_node_judges_each_class_once_and_agrees_with_a_scan_of_every_node() -> None:
+    from webhook.audit.audit import best_node
+    from webhook.decide.verdict import judge
+
+    from ..extender.cluster import bound_pod
+
+    taint = [{"key": "team", "value": "a", "effect": "NoSchedule"}]
+    nodes = []
+    for i in range(300):
+        kind = i % 6
+        labels = {"zone": f"z{i % 3}"}
+        if kind == 0:
+            nodes.append(gpu_node(f"h{i:03d}", mem=81920, product="NVIDIA-H100-80GB-HBM3", labels=labels))
+        elif kind == 1:
+            nodes.append(gpu_node(f"a{i:03d}", mem=40960, labels=labels, taints=taint if i % 4 == 1 else None))
+        elif kind == 2:
+            nodes.append(gpu_node(f"l{i:03d}", gpus=4, mem=23034, product="NVIDIA-L4", labels=labels))
+        elif kind == 3:
+            nodes.append(gpu_node(f"t{i:03d}", gpus=1, mem=15360, product="Tesla-T4", labels=labels))
+        elif kind == 4:
+            nodes.append(gpu_node(f"d{i:03d}", mem=81920, allocatable=6, labels=labels,
+                                  conditions=[{"type": "GPUHealthy", "status": "False"}]))
+        else:
+            nodes.append(gpu_node(f"o{i:03d}", mem=24576, driver=470, product="NVIDIA-A10G", labels=labels))
+    busy = [bound_pod(f"b{i}", nodes[i]["metadata"]["name"], 8, rv=10 + i) for i in range(0, 300, 12)]
+    used: dict[str, int] = {}
+    for b in busy:
+        used[b["spec"]["nodeName"]] = 8
+    snapshot = snapshot_from_nodes(nodes, CFG, used=used)
+    assert len(snapshot.present_classes) < 20  # the premise: a few classes for many nodes
+    cases = [
+        pod(SMALL), pod(BIG), pod(SMALL, nodeSelector={"zone": "z2"}), pod(SMALL, nodeSelector={"zone": "nowhere"}),
+        pod(container(env={"MODEL_NAME": "llama-3-70b-instruct"}, gpus=8)),
+        pod(SMALL, tolerations=[{"key": "team", "operator": "Exists"}]),
+        pod(container(gpus=1, env={"MODEL_NAME": "llama-3-8b-instruct"}),
+            annotations={"vramgate.io/placement": "spread"}),
+        deployment(SMALL, name="tmpl"),
+        pod(container(gpus=16, env={"MODEL_NAME": "llama-3-8b-instruct"})),
+    ]
+    for obj in cases:
+        demand = judge(obj, snapshot, CFG, CAT, namespace="ml").demand
+        assert demand is not None
+        assert best_node(demand, snapshot) == _best_node_reference(demand, snapshot), obj

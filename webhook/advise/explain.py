@@ -17,7 +17,7 @@ from ..cluster.inventory import NodeGPUs
 from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..decide.demand import Demand
-from ..decide.placement import Code, Need, fit, suggestions
+from ..decide.placement import Code, Need, NodeFit, fit, suggestions
 from ..decide.selectors import describe_constraints, selects
 from ..decide.verdict import Judgement, judge
 from ..kinds import Runtimes, as_list
@@ -112,9 +112,12 @@ def untolerated(spec: Mapping[str, Any], node: NodeGPUs, gpu_resource: str, *, t
     return out
 
 
-def node_outcome(demand: Demand, node: NodeGPUs, free: int, gpu_resource: str) -> NodeOutcome:
-    """What the extender says about ``node`` for the pod, then whether its selector and tolerations allow it."""
-    f = fit(Need.of(demand), node, free)
+def node_outcome(demand: Demand, node: NodeGPUs, free: int, gpu_resource: str, *,
+                 fitted: NodeFit | None = None) -> NodeOutcome:
+    """What the extender says about ``node`` for the pod, then whether its selector and tolerations allow it.
+
+    ``fitted``: the extender's verdict when the caller has it already (judged once per placement class)."""
+    f = fitted if fitted is not None else fit(Need.of(demand), node, free)
     product = node.product or "-"
     if f.code not in (Code.FITS, Code.GPUS_BUSY):
         return NodeOutcome(node.name, product, str(f.code), f.reason)

@@ -222,6 +222,9 @@ class Auditor:
             else:
                 result = audit_one(obj, snapshot, self.config, self.catalog, runtimes=runtimes, enforcement=mode)
                 self.metrics.audit_judged.inc()
+                # A pass runs in a thread beside the event loop: offer the GIL between workloads, so a review
+                # or an extender call waits for one judgement at most, not for the pass.
+                time.sleep(0)
                 if uid:
                     self._memo[uid] = (rv, mode, result)
             if uid:

@@ -52,6 +52,11 @@ class Snapshot:
         return tuple(gpu)
 
     @cached_property
+    def present_classes(self) -> frozenset[int]:
+        """The placement class ids some node of this snapshot has (``class_info`` also holds retired ones)."""
+        return frozenset(self.classes.values())
+
+    @cached_property
     def cpu_nodes(self) -> tuple[NodeGPUs, ...]:
         """Nodes without GPUs."""
         return tuple(n for n in self.nodes.values() if not n.is_gpu_node)

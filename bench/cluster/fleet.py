@@ -166,3 +166,21 @@ def admission_deployment(i: int, run: str) -> dict[str, Any]:
         "spec": {"replicas": 0, "selector": {"matchLabels": labels},
                  "template": {"metadata": {"labels": labels}, "spec": pod["spec"]}},
     }
+
+
+def hand_placed(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` as a careful user would pin it without vramgate: a required node affinity on the GPU products
+    whose memory per device holds its ``vramgate.io/vram`` per GPU (the baseline the native mode's VRAM
+    affinity is compared with: any correct placement makes kube-scheduler look past the nodes that cannot
+    hold the pod)."""
+    from webhook.units.quantity import parse_size_mib
+
+    spec = pod["spec"]
+    gpus = int(spec["containers"][0]["resources"]["limits"].get("nvidia.com/gpu", "1"))
+    need = parse_size_mib(pod["metadata"]["annotations"]["vramgate.io/vram"]) / max(gpus, 1)
+    products = sorted(p for p, mib, _, _, extra in GPU_SHAPES
+                      if mib / int(extra.get("nvidia.com/gpu.replicas", "1")) >= need)
+    terms = [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In",
+                                    "values": products or ["none"]}]}]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+    return {**pod, "spec": {**spec, "affinity": affinity}}

@@ -58,6 +58,10 @@ OUT_DIR = REPO_ROOT / "bench" / "out"
 # default mode. extender-*: vramgate-scheduler with the extender: node cache on (the chart's), filter only
 # (scheduler.extender.prioritize=false: one call per cycle), full NodeLists.
 CONFIGS = ("default", "native", "extender-cache", "extender-filter", "extender-nodelist")
+# Not run unless asked (--configs): selector, the default pods pinned by hand to the GPU products that hold
+# them (fleet.hand_placed: what native costs beside any correct placement); native-plain, native without the
+# provisioner terms (admission.provisioner_affinity=false).
+EXTRA_CONFIGS = ("selector", "native-plain")
 SCHEDULER_QPS = 5000
 
 
@@ -347,7 +351,15 @@ class Bench:
             "GET", f"/api/v1/namespaces/{BENCH_NS}/pods",
             query={"labelSelector": f"{fleet.BENCH_LABEL}={run}", "limit": "1"})[1]["items"], timeout=120)
 
-    def admitted(self, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def shaped(self, config: str, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The pods as ``config`` creates them."""
+        if config == "selector":
+            return [fleet.hand_placed(p) for p in pods]
+        if config.startswith("native"):
+            return self.admitted(pods, provisioner=config == "native")
+        return pods
+
+    def admitted(self, pods: list[dict[str, Any]], provisioner: bool = True) -> list[dict[str, Any]]:
         """The pods as the webhooks leave them in native mode: mutated, and the rejected ones never created.
 
         Judged in-process with the webhook's own functions against this fleet (what /validate and /mutate
@@ -363,6 +375,8 @@ class Bench:
 
         assert self.gate is not None
         cfg = Config.model_validate(self.gate.config)
+        if not provisioner:
+            cfg = cfg.model_copy(update={"admission": cfg.admission.model_copy(update={"provisioner_affinity": False})})
         snap = snapshot_from_nodes(self.node_objects, cfg)
         catalog = builtin_catalog()
         out = []
@@ -385,8 +399,7 @@ class Bench:
         run = f"n{size}-{config}-bl"
         count = min(self.args.pods, self.args.nodelist_pods) if config == "extender-nodelist" else self.args.pods
         pods = fleet.bench_pods(count, name, run)
-        if config == "native":
-            pods = self.admitted(pods)
+        pods = self.shaped(config, pods)
         watch = PodWatch(self.cp.ports["apiserver"], ctx, BENCH_NS, f"{fleet.BENCH_LABEL}={run}").start()
         create_s = self.api.create_many(pods, lambda o: path, threads=self.args.threads)
         before = self.ext_stats() if exts else {}
@@ -406,8 +419,7 @@ class Bench:
             # Paced: the scheduler running, pods arriving at a fixed rate.
             prun = f"n{size}-{config}-pc"
             ppods = fleet.bench_pods(self.args.paced, name, prun, seed=11)
-            if config == "native":
-                ppods = self.admitted(ppods)
+            ppods = self.shaped(config, ppods)
             pwatch = PodWatch(self.cp.ports["apiserver"], ctx, BENCH_NS, f"{fleet.BENCH_LABEL}={prun}").start()
             sent = paced(self.api, ((path, p) for p in ppods), self.args.rate)
             pnames = [p["metadata"]["name"] for p in ppods]
@@ -630,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="py-spy vramgate during the extender backlogs")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds for one configuration's pods to settle")
     p.add_argument("--phases", default="scheduler,admission", help="which phases to run")
+    p.add_argument("--configs", default=",".join(CONFIGS),
+                   help=f"scheduler configurations, in order (also: {', '.join(EXTRA_CONFIGS)})")
     p.add_argument("--plot", default="", help="write the PNG plot here")
     p.add_argument("--json", default="", help="results JSON (default bench/out/cluster-<time>.json)")
     args = p.parse_args(argv)
@@ -646,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
         with Bench(args) as bench:
             for size in sizes:
                 res.fleet_seconds[str(size)] = bench.grow(size)
-                for config in CONFIGS if "scheduler" in phases else ():
+                for config in args.configs.split(",") if "scheduler" in phases else ():
                     res.scheduler.append(bench.schedule(size, config))
                     save()
                 if "admission" in phases:

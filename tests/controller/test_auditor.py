@@ -157,3 +157,33 @@ def test_without_the_report_crd_the_audit_still_runs() -> None:
     results = auditor(api, metrics).run_pass(snap)
     assert [r.result for r in results] == ["fail"] and api.writes == []
     assert metrics.registry.get_sample_value("vramgate_audit_passes_total", {"trigger": "period"}) == 1
+
+
+def test_the_inventory_fingerprint_is_derived_once_per_node_revision(monkeypatch: Any) -> None:
+    import dataclasses
+
+    import webhook.audit.auditor as auditor_module
+
+    calls: list[int] = []
+    real = auditor_module.capabilities
+
+    def counted(snapshot: Any) -> Any:
+        calls.append(snapshot.nodes_revision)
+        return real(snapshot)
+
+    monkeypatch.setattr(auditor_module, "capabilities", counted)
+    live = dataclasses.replace(snapshot_from_nodes([gpu_node("a100")], CFG), nodes_revision=3)
+    a = auditor(WorkloadApi(deployment(SMALL, name="llama")))
+    assert a.due(live) == "inventory"
+    a.run_pass(live)
+    # Pod churn publishes new snapshots with the same node revision: no O(nodes) fingerprint for them.
+    churned = dataclasses.replace(live, free={"a100": 2}, revision=live.revision + 1)
+    assert a.due(churned) is None and a.due(churned) is None
+    assert calls == [3]
+    relabelled = dataclasses.replace(snapshot_from_nodes([gpu_node("a100", labels={"team": "x"})], CFG),
+                                     nodes_revision=4)
+    assert a.due(relabelled) == "inventory" and calls == [3, 4]
+    fixed = snapshot_from_nodes([gpu_node("a100")], CFG)  # revision 0 (a fixed inventory): always derived
+    a.due(fixed)
+    a.due(fixed)
+    assert calls == [3, 4, 0, 0]

@@ -200,3 +200,26 @@ def test_event_batches_reassemble_lines_split_across_chunks() -> None:
               b'{"type":"DELETED","object":{}}']
     batches = list(event_batches(chunks))
     assert [[e["type"] for e in b] for b in batches] == [["ADDED"], ["MODIFIED"], ["DELETED"]]
+
+
+def test_an_update_that_changes_nothing_read_keeps_the_node_object() -> None:
+    state = synced_state([node("a", 10), node("b", 11)])
+    first = state.snapshot().nodes["a"]
+    heartbeat = node("a", 40)
+    heartbeat["metadata"]["annotations"] = {"node.alpha.kubernetes.io/ttl": "0"}
+    heartbeat["status"]["conditions"] = [{"type": "Ready", "status": "True",
+                                          "lastHeartbeatTime": "2026-12-01T20:00:00Z"}]
+    revision = state.snapshot().nodes_revision
+    order = state.snapshot().by_vram
+    assert state.apply("Node", event("MODIFIED", heartbeat)) == "applied"
+    snap = state.snapshot()
+    assert snap.nodes["a"] is first and snap.versions["a"] == "40"  # same capability object, newer version
+    assert snap.nodes_revision == revision and snap.by_vram is order
+    # A label is not part of the capability, but selectors read it: a new object, new sorted lists.
+    state.apply("Node", event("MODIFIED", node("a", 41, labels={"team": "x"})))
+    snap = state.snapshot()
+    assert snap.nodes["a"] is not first and snap.nodes["a"].labels["team"] == "x"
+    assert snap.nodes_revision == revision + 1 and snap.by_vram is not order
+    assert next(n for n in snap.by_vram if n.name == "a").labels["team"] == "x"
+    state.apply("Node", event("MODIFIED", node("a", 42, gpus=4)))
+    assert state.snapshot().nodes["a"].capacity == 4

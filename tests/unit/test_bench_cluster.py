@@ -121,3 +121,17 @@ def test_scheduler_cycle_parts_from_its_own_histograms() -> None:
     assert parts["algorithm"] == 5.0 and parts["attempt"] == 7.5 and parts["score"] == 1.0
     assert parts["filter+extenders"] == 5.0 - 0.5 - 0.5 - 1.0
     assert per_cycle_ms({}) == {}
+
+
+def test_hand_placed_pods_name_the_products_that_hold_them() -> None:
+    pods = {p["metadata"]["labels"]["shape"]: p for p in fleet.bench_pods(200, "s", "r")}
+
+    def products(shape: str) -> list[str]:
+        placed = fleet.hand_placed(pods[shape])
+        terms = placed["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        return list(terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"])
+
+    assert products("large") == ["NVIDIA-H100-80GB-HBM3"]
+    assert products("small") == ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A10G", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L4",
+                                 "Tesla-T4"]
+    assert "NVIDIA-A10G-SHARED" in products("sixteen") and products("nowhere-vram") == ["none"]

@@ -33,6 +33,10 @@ class Snapshot:
     versions: Mapping[str, str] = field(default_factory=dict)
     # DeviceClasses, and the ResourceClaims/Templates in view, for pods that ask for GPUs with claims.
     dra: DraView = field(default_factory=DraView)
+    # Grows when a node's NodeGPUs (capability, labels, taints) changes, not when only free GPUs do (live
+    # inventory): equal values mean the same node objects, so what is derived from the nodes alone still
+    # holds. 0: unknown (a fixed inventory, a test), derive it again.
+    nodes_revision: int = 0
 
     def free_gpus(self, name: str) -> int:
         node = self.nodes.get(name)

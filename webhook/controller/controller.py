@@ -173,7 +173,8 @@ class Controller:
         if auditor is None or not self.elector.is_leader:
             return
         snap = self.inventory.snapshot()
-        trigger = auditor.due(snap)
+        # due() fingerprints the nodes when they changed (O(nodes)): off the event loop that answers reviews.
+        trigger = await asyncio.to_thread(auditor.due, snap)
         if trigger is None:
             return
         try:

@@ -148,6 +148,7 @@ class InventoryState:
         self._revision = 0
         self._dirty = True
         self._nodes_changed = True  # a node's NodeGPUs changed since the last snapshot (not just its free GPUs)
+        self._nodes_revision = 0  # counts the snapshots whose nodes changed (Snapshot.nodes_revision)
         self._snapshot = Snapshot()
 
     # ---- queries ---------------------------------------------------------------------------
@@ -177,6 +178,8 @@ class InventoryState:
         """The current state as an immutable Snapshot; the same object until something changes."""
         if self._dirty:
             self._revision += 1
+            nodes_changed, self._nodes_changed = self._nodes_changed, False
+            self._nodes_revision += int(nodes_changed)
             # Plain dicts (copies, never mutated afterwards): the extender's hot loop maps over them.
             previous = self._snapshot
             self._snapshot = Snapshot(
@@ -189,11 +192,11 @@ class InventoryState:
                 class_info=self._table.info,
                 versions=dict(self._node_version),
                 dra=self._dra_view,
+                nodes_revision=self._nodes_revision,
             )
-            if not self._nodes_changed:
+            if not nodes_changed:
                 # Pod churn changes free GPUs only: the first review after it must not re-sort the fleet.
                 carry_node_views(previous, self._snapshot)
-            self._nodes_changed = False
             self._dirty = False
         return self._snapshot
 
@@ -369,12 +372,18 @@ class InventoryState:
 
     def _set_node(self, name: str, info: NodeGPUs, rv: str | None, new: int | None) -> Outcome:
         old = self._nodes.get(name)
+        if old is not None and old == info and old.labels == info.labels and old.taints == info.taints:
+            # An update that changes nothing vramgate reads (a status heartbeat, an annotation): keep the very
+            # object, so what downstream caches by identity (the controller's steady decisions and per-node
+            # metrics, the sorted node lists) stays cached instead of being redone for every node.
+            info = old
         self._gpu_nodes += int(info.is_gpu_node) - int(old is not None and old.is_gpu_node)
         self._nodes[name] = info
         self._node_rv[name] = new
         self._node_version[name] = rv or ""
-        if old is None or old != info:
-            self._nodes_changed = True
+        if info is not old:
+            self._nodes_changed = True  # labels and taints too: the sorted lists hand these objects to selectors
+        if old is None or old != info:  # the capability (what placement classes compare) changed
             if len(self._table) > 4 * len(self._nodes) + 1024:
                 self._reintern()
             self._caps[name] = self._table.cap_of(info)

@@ -45,6 +45,7 @@ log = logging.getLogger("vramgate.server")
 DEV_SERVICE = "vramgate"
 # `serve --dev`: in-flight requests get this long at shutdown (production: server.shutdownTimeoutSeconds).
 DEV_GRACEFUL_TIMEOUT_S = 1.0
+SWITCH_INTERVAL_S = 0.0005
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -333,6 +334,10 @@ def serve(args: argparse.Namespace, config: Config) -> int:
     handled = (signal.SIGTERM, signal.SIGINT)
     previous = {sig: signal.signal(sig, _ignore) for sig in handled}
     heap.tune()
+    # The watch threads, the audit and the controller's writes share the GIL with the event loop that answers
+    # reviews: each time the loop waits on a socket it must win the GIL back, by default after up to 5 ms of
+    # another thread's bytecode. 0.5 ms bounds that wait per hand-off (a review takes several).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     pauses = heap.PauseTimer(metrics.observe_gc_pause)
     pauses.install()
     try:

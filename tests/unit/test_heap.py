@@ -68,3 +68,20 @@ def test_tune_raises_the_young_threshold() -> None:
         gc.set_threshold(*old)
         if before == 0:
             gc.unfreeze()
+
+
+def test_serve_bounds_the_gil_hand_off() -> None:
+    import sys
+
+    from webhook.serve.server import SWITCH_INTERVAL_S, tune_runtime
+
+    old, thresholds, before = sys.getswitchinterval(), gc.get_threshold(), gc.get_freeze_count()
+    try:
+        tune_runtime()
+        assert sys.getswitchinterval() == SWITCH_INTERVAL_S < 0.005
+        assert gc.get_threshold() == heap.THRESHOLDS
+    finally:
+        sys.setswitchinterval(old)
+        gc.set_threshold(*thresholds)
+        if before == 0:
+            gc.unfreeze()

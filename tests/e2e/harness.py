@@ -32,6 +32,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -117,6 +118,9 @@ class ApiError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+START_ATTEMPTS = 3
 
 
 def free_port() -> int:
@@ -440,8 +444,23 @@ class ControlPlane:
     # ---------------------------------------------------------------- lifecycle
 
     def start(self, timeout: float = 120.0) -> ControlPlane:
+        # Ports come from free_port(), which closes its socket before the component binds: another process
+        # can take the port in between (it happened: kube-controller-manager "bind: address already in use").
+        # Then the whole control plane starts again on new ports.
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout)
+            except HarnessError as exc:
+                if "address already in use" not in str(exc) or attempt == START_ATTEMPTS:
+                    raise
+                print(f"control plane: a port was taken before its component bound it; attempt {attempt + 1}",
+                      file=sys.stderr)
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> ControlPlane:
         t0 = time.monotonic()
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.tmpdir.mkdir(parents=True, exist_ok=True)  # stop() removed it after a failed attempt
         try:
             self.pki = make_pki(self.tmpdir / "pki", self.address)
             self.ca = self.pki.ca_crt

@@ -3,8 +3,8 @@
 A full collection walks every tracked object. With a live inventory of 5,000 nodes that is ~40 ms of
 one core holding the GIL (measured with ``bench/cluster/fleet.py``'s nodes: 33–46 ms per
 ``gc.collect(2)``, 0.002 ms once frozen), and an admission review or an extender call that arrives
-meanwhile waits for it: the p99 of Pod creates grew with the fleet (+16 ms at 1,000 nodes, +88 ms at
-5,000, ``docs/scaling.md``). Objects that live as long as the inventory (nodes, their labels, the
+meanwhile waits for it (one of the stalls behind the create p99 that grew with the fleet; the larger
+ones were the audit's, ``docs/scaling.md``). Objects that live as long as the inventory (nodes, their labels, the
 pod records) are moved out of the collector's generations with ``gc.freeze()`` once they are
 loaded; reference counting still frees them when an update replaces them (nothing in the inventory
 forms a cycle, which is all that freezing would keep alive).

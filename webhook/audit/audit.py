@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..advise.explain import node_outcome
-from ..cluster.inventory import NodeGPUs
 from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..decide.demand import Demand
@@ -148,42 +147,51 @@ def best_node(demand: Demand, snapshot: Snapshot, gpu_resource: str = "nvidia.co
     that excludes it or a taint the pod does not tolerate do.
 
     A pass judges every workload against one snapshot, so this must not cost O(nodes) of Python per
-    workload (at 5,000 nodes it did: ~40 ms each, seconds per pass holding the GIL while reviews and
-    extender calls waited). Nodes of one placement class (``Snapshot.classes``) fit and score alike:
-    each class is judged once, the best score any class reaches is known before the scan, and the scan
-    stops at the first node (largest first) that reaches it and passes the pod's selector and taints.
+    workload (at 5,000 nodes it did: ~20 ms each, seconds per pass holding the GIL while reviews and
+    extender calls waited). Nodes of one placement class (``Snapshot.classes``) fit and score alike: each
+    class is judged once, and the classes that take the pod are searched best score first, each class's
+    members largest first, for the first node its selector and taints allow. Only a pod that no node
+    takes walks every node, to name the nearest miss.
     """
     need = Need.of(demand)
     mode = demand.placement or "binpack"
-    classes, info = snapshot.classes, snapshot.class_info
-    judged: dict[int | str, tuple[NodeFit, int]] = {}
-
-    def judge_node(n: NodeGPUs) -> tuple[NodeFit, int]:
-        key: int | str = classes.get(n.name, n.name)
-        found = judged.get(key)
-        if found is None:
-            f = fit(need, n, snapshot.free_gpus(n.name))
-            found = judged[key] = (f, score(need, n, n.allocatable, mode) if f.code in _TAKES else -1)
-        return found
-
-    top = -1
-    for cls in snapshot.present_classes:
-        cap, free = info[cls]
+    info, nodes = snapshot.class_info, snapshot.by_vram
+    groups, unclassed = snapshot.class_members
+    fits: dict[int | str, tuple[NodeFit, int]] = {}
+    for c in groups:
+        cap, free = info[c]
         f = fit(need, cap, free)
-        if f.code in _TAKES:
-            top = max(top, score(need, cap, cap.allocatable, mode))
+        fits[c] = (f, score(need, cap, cap.allocatable, mode) if f.code in _TAKES else -1)
+    if not unclassed:
+        for level in sorted({s for _, s in fits.values() if s >= 0}, reverse=True):
+            first: int | None = None  # the largest node (lowest index) at this score that takes the pod
+            for cls, (f, s) in fits.items():
+                if s != level or not isinstance(cls, int):
+                    continue
+                for i in groups[cls]:
+                    if first is not None and i >= first:
+                        break
+                    n = nodes[i]
+                    if node_outcome(demand, n, snapshot.free_gpus(n.name), gpu_resource, fitted=f).code in _TAKES:
+                        first = i
+                        break
+            if first is not None:
+                return nodes[first].name, None, ""
     best: tuple[int, str] | None = None
     miss: tuple[str, str, str] | None = None
-    for n in snapshot.by_vram:
-        f, s = judge_node(n)
+    for n in nodes:
+        key: int | str = snapshot.classes.get(n.name, n.name)
+        judged = fits.get(key)
+        if judged is None:
+            f = fit(need, n, snapshot.free_gpus(n.name))
+            judged = fits[key] = (f, score(need, n, n.allocatable, mode) if f.code in _TAKES else -1)
+        f, s = judged
         if s >= 0:
             if best is not None and s <= best[0]:
                 continue  # cannot beat the best found: its selector and taints do not matter
             o = node_outcome(demand, n, snapshot.free_gpus(n.name), gpu_resource, fitted=f)
             if o.code in _TAKES:
                 best = (s, n.name)
-                if s >= top and n.name in classes:
-                    break  # no node scores higher: the first (largest) one that scores this is the answer
                 continue
             code, reason = o.code, o.reason
         else:

@@ -56,9 +56,19 @@ class Snapshot:
         return tuple(gpu)
 
     @cached_property
-    def present_classes(self) -> frozenset[int]:
-        """The placement class ids some node of this snapshot has (``class_info`` also holds retired ones)."""
-        return frozenset(self.classes.values())
+    def class_members(self) -> tuple[dict[int, tuple[int, ...]], tuple[int, ...]]:
+        """Each placement class some GPU node has → its nodes' positions in ``by_vram`` (ascending), and the
+        positions of GPU nodes without a class (``class_info`` also holds retired classes; they are not here)."""
+        groups: dict[int, list[int]] = {}
+        unclassed: list[int] = []
+        classes = self.classes
+        for i, n in enumerate(self.by_vram):
+            cls = classes.get(n.name)
+            if cls is None:
+                unclassed.append(i)
+            else:
+                groups.setdefault(cls, []).append(i)
+        return {c: tuple(ix) for c, ix in groups.items()}, tuple(unclassed)
 
     @cached_property
     def cpu_nodes(self) -> tuple[NodeGPUs, ...]:

@@ -11,23 +11,13 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 mod="$here/kwok"
-version="$(awk '$1 == "require" && $2 == "sigs.k8s.io/kwok" { print $3; exit }' "$mod/go.mod")"
+# shellcheck source=tests/e2e/gobuild.sh
+source "$root/tests/e2e/gobuild.sh"
+version="$(mod_version "$mod/go.mod" sigs.k8s.io/kwok)"
 [[ -n "$version" ]] || { echo "build_kwok.sh: cannot read the pinned kwok version" >&2; exit 1; }
 out="$root/.cache/kwok/$version"
-
-force=0
-for arg in "$@"; do
-  case "$arg" in
-    --force) force=1 ;;
-    --print-dir) echo "$out"; exit 0 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
-    *) echo "build_kwok.sh: unknown argument $arg" >&2; exit 2 ;;
-  esac
-done
-
-command -v go >/dev/null || { echo "build_kwok.sh: 'go' not found on PATH" >&2; exit 1; }
-export CGO_ENABLED=0
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
+build_options build_kwok.sh "$out" 8 "$@"
+go_env build_kwok.sh
 mkdir -p "$out/bin"
 
 if [[ $force == 1 || ! -x "$out/bin/kwok" ]]; then

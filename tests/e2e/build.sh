@@ -12,27 +12,15 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 
-mod_version() { # mod_version <go.mod> <module path>
-  awk -v m="$2" '$1 == m && $2 ~ /^v/ { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$1"
-}
+# shellcheck source=tests/e2e/gobuild.sh
+source "$here/gobuild.sh"
 KUBE_VERSION="$(mod_version "$here/k8s/go.mod" k8s.io/kubernetes)"
 ETCD_VERSION="$(mod_version "$here/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 [[ -n "$KUBE_VERSION" && -n "$ETCD_VERSION" ]] || { echo "build.sh: cannot read pinned versions" >&2; exit 1; }
 
 bin_dir="${VRAMGATE_E2E_BIN:-$root/.cache/k8s/$KUBE_VERSION/bin}"
-force=0
-for arg in "$@"; do
-  case "$arg" in
-    --force) force=1 ;;
-    --print-dir) echo "$bin_dir"; exit 0 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
-    *) echo "build.sh: unknown argument $arg" >&2; exit 2 ;;
-  esac
-done
-
-command -v go >/dev/null || { echo "build.sh: 'go' not found on PATH (Go >= 1.26 needed)" >&2; exit 1; }
-export CGO_ENABLED=0
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
+build_options build.sh "$bin_dir" 11 "$@"
+go_env build.sh "Go >= 1.26 needed"
 par="${E2E_GO_PARALLEL:-2}"
 mkdir -p "$bin_dir"
 

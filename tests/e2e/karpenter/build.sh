@@ -12,24 +12,14 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
-version="$(awk '$1 == "require" && $2 == "sigs.k8s.io/karpenter" { print $3; exit }' "$here/go.mod")"
+# shellcheck source=tests/e2e/gobuild.sh
+source "$here/../gobuild.sh"
+version="$(mod_version "$here/go.mod" sigs.k8s.io/karpenter)"
 [[ -n "$version" ]] || { echo "karpenter/build.sh: cannot read the pinned karpenter version" >&2; exit 1; }
 out="$root/.cache/karpenter/$version"
-
-force=0
-for arg in "$@"; do
-  case "$arg" in
-    --force) force=1 ;;
-    --print-dir) echo "$out"; exit 0 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
-    *) echo "karpenter/build.sh: unknown argument $arg" >&2; exit 2 ;;
-  esac
-done
-
-command -v go >/dev/null || { echo "karpenter/build.sh: 'go' not found on PATH" >&2; exit 1; }
+build_options karpenter/build.sh "$out" 10 "$@"
+go_env karpenter/build.sh
 export GOTOOLCHAIN="${KARPENTER_GOTOOLCHAIN:-go1.27.3}"
-export CGO_ENABLED=0
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 mkdir -p "$out/bin" "$out/crds"
 
 if [[ $force == 1 || ! -x "$out/bin/karpenter-kwok" ]]; then

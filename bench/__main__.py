@@ -6,7 +6,7 @@ import os
 import platform
 import time
 
-from . import accuracy, admission_bench, extender_bench, micro, rss
+from . import accuracy, admission_bench, extender_bench, micro, request_path, rss
 
 
 def main() -> None:
@@ -20,6 +20,8 @@ def main() -> None:
     print(micro.table(), "\n")
     print("## Scheduler extender: server time per call (in-process, raw bytes in → bytes out)\n")
     extender_bench.main([])
+    print("\n## The request path: hot routes beside FastAPI's stack (in-process ASGI, CPU per request)\n")
+    print(request_path.table(), "\n")
     print("\n## Memory\n")
     print(rss.table(), "\n")
     print("## Admission under load (HTTPS, server pinned to one core, load generator on another)\n")

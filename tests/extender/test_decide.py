@@ -129,3 +129,45 @@ def test_names_that_need_json_escaping_round_trip() -> None:
     assert [s["Host"] for s in scores] == odd and scores[-1]["Score"] > 0
     out = call(ext, "filter", {"Pod": gpu_pod(), "NodeNames": odd})
     assert out["NodeNames"] == ["a100"] and set(out["FailedAndUnresolvableNodes"]) == set(odd[:-1])
+
+
+def test_verdicts_are_memoised_per_class_and_follow_the_live_inventory(monkeypatch: Any) -> None:
+    """A class is judged once per need while the class table lasts; a pod taking GPUs changes the answer at once."""
+    from webhook.kube.nodecache import InventoryState
+    from webhook.serve.extender import decide as module
+
+    from .cluster import bound_pod, event, with_rv
+
+    state = InventoryState(CFG)
+    state.relist("Node", [with_rv(gpu_node("x", gpus=2, product="NVIDIA-A100-SXM4-80GB", mem=81920), 5),
+                          with_rv(gpu_node("y", gpus=2, product="NVIDIA-A100-SXM4-80GB", mem=81920), 6)], "10")
+    state.relist("Pod", [], "10")
+    state.relist("Namespace", [], "10")
+    current = [state.snapshot]
+    ext = Extender(CFG, builtin_catalog(), lambda: current[0]())
+    judged: list[int] = []
+    real_fit = module.fit
+
+    def counting_fit(*args: Any) -> Any:
+        judged.append(1)
+        return real_fit(*args)
+
+    monkeypatch.setattr(module, "fit", counting_fit)
+    body = {"Pod": gpu_pod(uid="u1"), "NodeNames": ["x", "y"]}
+    assert call(ext, "filter", body)["NodeNames"] == ["x", "y"]
+    first = len(judged)
+    assert first == 1  # x and y are one class
+    assert call(ext, "filter", body)["NodeNames"] == ["x", "y"]
+    assert call(ext, "prioritize", body)[0]["Score"] > 0
+    assert len(judged) == first + 1  # prioritize judges once for its score; the second filter not at all
+    # x's GPUs are taken: a new class (same capability, 0 free), judged afresh.
+    state.apply("Pod", event("ADDED", bound_pod("p", "x", 2, rv=20)))
+    out = call(ext, "filter", body)
+    assert out["NodeNames"] == ["y"] and out["FailedNodes"]["x"].startswith("GPUsBusy")
+    assert {s["Host"]: s["Score"] for s in call(ext, "prioritize", body)}["x"] == 0
+    # Another class table, where class 0 is a T4: the memos start afresh (class ids mean nothing across tables).
+    small = snapshot_from_nodes([gpu_node("x", gpus=2, product="Tesla-T4", mem=15360)], CFG, revision=2)
+    assert small.classes == {"x": 0} and state.snapshot().classes["y"] == 0
+    current[0] = lambda: small
+    assert call(ext, "filter", {**body, "NodeNames": ["x"]})["FailedAndUnresolvableNodes"]["x"].startswith(
+        "VRAMTooSmall")

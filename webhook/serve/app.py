@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..cluster.dra import Device
+from .hot import App
 from .state import AppState
 
 
@@ -17,9 +18,9 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
-def create_app(state: AppState) -> FastAPI:
+def create_app(state: AppState) -> App:
     """Build the app for one instance; routes read ``request.app.state.vg``."""
-    app = FastAPI(title="vramgate", docs_url=None, redoc_url=None, openapi_url=None)
+    app = App(title="vramgate", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.vg = state
 
     @app.get("/healthz")
@@ -92,9 +93,9 @@ def create_app(state: AppState) -> FastAPI:
     if state.serves("webhook"):
         from .admission.routes import router as admission_router
 
-        app.include_router(admission_router)
+        app.include_hot(admission_router)
     if state.serves("extender"):
         from .extender.routes import router as extender_router
 
-        app.include_router(extender_router)
+        app.include_hot(extender_router)
     return app

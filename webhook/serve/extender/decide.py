@@ -37,6 +37,10 @@ NOT_SYNCED_ERROR = "vramgate: node inventory not synced yet"
 # Verdict status: the node passes, fails for now (preemption or waiting may help), or can never fit.
 PASS, FAILED, UNRESOLVABLE = 0, 1, 2
 _DEMAND_CACHE_SIZE = 1024
+_MEMO_NEEDS = 256  # distinct needs (and pod needs) memoised before the memos start afresh
+
+# (PASS/FAILED/UNRESOLVABLE, "<Code>: <reason>" or "", the code)
+_Verdict = tuple[int, str, Code | None]
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,18 @@ class Extender:
         self.metrics = metrics
         self._demands: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
+        # Verdicts and scores per need and snapshot class, kept while the snapshots share one class table
+        # (class ids are append-only within it): kube-scheduler asks filter then prioritize for each pod, and
+        # pods of one Deployment share a need, so most classes are judged once, not once per call.
+        self._memo_table: object = None
+        self._verdict_memo: dict[Need, dict[int, _Verdict]] = {}
+        self._score_memo: dict[PodNeed, dict[int, int]] = {}
+
+    def _memo_for(self, snap: Snapshot) -> None:
+        """Start the memos afresh for a new class table, or when they hold too many needs."""
+        if snap.class_info is not self._memo_table or len(self._verdict_memo) + len(self._score_memo) > _MEMO_NEEDS:
+            self._memo_table = snap.class_info
+            self._verdict_memo, self._score_memo = {}, {}
 
     def use_catalog(self, catalog: Catalog) -> None:
         """Judge with a new catalog from now on (a reloaded models file); forget needs read with the old one."""
@@ -132,7 +148,17 @@ class Extender:
     def _judge_names(self, need: Need, names: list[Any], snap: Snapshot
                      ) -> tuple[list[str], dict[str, str], dict[str, str], Counter[Code | None]]:
         keys, classes = _name_classes(names, snap)
-        verdicts = {key: _NOT_IN_INVENTORY if info is None else _verdict(need, *info) for key, info in classes.items()}
+        self._memo_for(snap)
+        memo = self._verdict_memo.setdefault(need, {})
+        verdicts: dict[int | None, _Verdict] = {}
+        for key, info in classes.items():
+            if info is None:
+                verdicts[key] = _NOT_IN_INVENTORY
+            elif key is not None and key >= 0:  # a snapshot class (negative: a class of this request only)
+                found = memo.get(key)
+                verdicts[key] = found if found is not None else memo.setdefault(key, _verdict(need, *info))
+            else:
+                verdicts[key] = _verdict(need, *info)
         passes = {key: v[0] == PASS for key, v in verdicts.items()}
         passed = list(compress(names, map(passes.__getitem__, keys)))
         failed = _failures(names, keys, verdicts, FAILED)
@@ -228,7 +254,17 @@ class Extender:
 
     def _score_names(self, pod_need: PodNeed, names: list[Any], snap: Snapshot) -> bytes:
         keys, classes = _name_classes(names, snap)
-        scores = {key: 0 if info is None else _score(pod_need, *info) for key, info in classes.items()}
+        self._memo_for(snap)
+        memo = self._score_memo.setdefault(pod_need, {})
+        scores: dict[int | None, int] = {}
+        for key, info in classes.items():
+            if info is None:
+                scores[key] = 0
+            elif key is not None and key >= 0:
+                found = memo.get(key)
+                scores[key] = found if found is not None else memo.setdefault(key, _score(pod_need, *info))
+            else:
+                scores[key] = _score(pod_need, *info)
         if names and _json_safe(names):
             # Names that need no escaping (node names always): write the array without a dict per node.
             tails = {key: f'","Score":{s}}}' for key, s in scores.items()}
@@ -244,7 +280,7 @@ def _json_safe(names: list[str]) -> bool:
     return joined.isprintable() and '"' not in joined and "\\" not in joined
 
 
-def _verdict(need: Need, node: NodeGPUs, free: int | None) -> tuple[int, str, Code | None]:
+def _verdict(need: Need, node: NodeGPUs, free: int | None) -> _Verdict:
     result = fit(need, node, free)
     if result.fits:
         return PASS, "", result.code
@@ -258,7 +294,7 @@ def _score(pod_need: PodNeed, node: NodeGPUs, free: int | None) -> int:
     return score(pod_need.need, node, node.allocatable if free is None else free, pod_need.mode)
 
 
-_NOT_IN_INVENTORY: tuple[int, str, Code | None] = (UNRESOLVABLE, NOT_IN_INVENTORY_REASON, None)
+_NOT_IN_INVENTORY: _Verdict = (UNRESOLVABLE, NOT_IN_INVENTORY_REASON, None)
 
 
 _ClassInfo = tuple[NodeGPUs, int]

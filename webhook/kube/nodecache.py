@@ -52,9 +52,11 @@ KINDS: tuple[Kind, ...] = ("Node", "Pod", "Namespace")
 # cluster that does not serve them (404) counts as listed, with none.
 DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate")
 ENFORCEMENT_LABEL = "vramgate.io/enforcement"
-# Terminal pods hold no devices; the API server filters them out (a pod that finishes arrives
-# as DELETED on a watch with this selector). The state machine also copes without the selector.
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# Only pods that hold devices: bound (``holds_gpus``) and not terminal. The API server filters the rest out, so
+# a pod arrives when it is bound and leaves (DELETED on the watch) when it finishes; creating, and the
+# scheduler's status writes on pods it cannot place, wake nobody here. kube-scheduler watches its assigned
+# pods with the same fields. The state machine also copes without the selector.
+POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 Outcome = Literal["applied", "unchanged", "stale", "gone", "error"]
 

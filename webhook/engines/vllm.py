@@ -19,6 +19,7 @@ from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from ..models.vram import weights_per_gpu as weights_per_gpu_of
 from ..units.precision import kv_bytes
+from . import mxfp4
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
 from .layers import KVLayout, layout_of
@@ -299,7 +300,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     v = req.engine_version or NEWEST
     shape = shape_of(spec, req.params)
     v1 = is_v1(req.engine_version, "0" if req.legacy_engine else None)
-    weights = max(0.0, weights_bytes(req.params, req.precision, shape, spec) - req.cpu_offload_gib * 1024**3 * g)
+    w_lo, weights_per_gpu, w_hi = _weights_band(req, spec, v)
     pp = max(req.pipeline, 1)
     tp = max(1, g // pp)
     value_bytes = kv_bytes(req.precision, req.kv_cache_dtype)
@@ -335,15 +336,15 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     active = (spec.active_params if spec is not None and spec.active_params else req.params)
     graphs = 0.0 if req.enforce_eager else cuda_graph_mib(min(active, req.params), tp) * MIB
     graphs_counted = v >= (0, 20, 0)
-    weights_per_gpu = weights_per_gpu_of(req, weights, spec)
     mid = weights_per_gpu + kv_per_gpu + act + vision + nt_mid * MIB + (graphs if graphs_counted else 0.0)
-    certain = weights_per_gpu + kv_per_gpu
+    certain = w_lo + kv_per_gpu
     low_rest = act_lo + 0.5 * vision + nt_lo * MIB
-    high = mid + (act_hi - act) + 0.5 * vision + (0.0 if graphs_counted else graphs) + (nt_hi - nt_mid) * MIB
+    high = (mid + (w_hi - weights_per_gpu) + (act_hi - act) + 0.5 * vision + (0.0 if graphs_counted else graphs)
+            + (nt_hi - nt_mid) * MIB)
     if not shape.known:
         # The weights are params × bytes whatever the shape; KV and activations are a guess.
         low_rest *= 0.7
-        certain = weights_per_gpu + 0.7 * kv_per_gpu
+        certain = w_lo + 0.7 * kv_per_gpu
         high += 0.5 * (kv_per_gpu + act)
     low = certain + low_rest
     notes = [f"vLLM {'.'.join(map(str, v))} {'V1' if v1 else 'V0'}: the KV pool must hold one {req.context}-token "
@@ -357,6 +358,22 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
                   shape_known=shape.known,
                   engine=f"vllm {'.'.join(map(str, req.engine_version)) if req.engine_version else 'newest'}",
                   notes=notes)
+
+
+def _weights_band(req: EstimateRequest, spec: ModelSpec | None, version: Version) -> tuple[float, float, float]:
+    """Weight bytes per GPU after loading: (low, expected, high), less ``--cpu-offload-gb`` (a per-GPU figure).
+
+    One figure for most checkpoints; MXFP4 MoE experts depend on the backend the GPU and release pick
+    (engines/mxfp4.py).
+    """
+    offload = req.cpu_offload_gib * 1024**3
+    if mxfp4.applies(req, spec) and spec is not None:
+        lo, mid, hi = mxfp4.band(req, spec, version)
+        return max(0.0, lo - offload), max(0.0, mid - offload), max(0.0, hi - offload)
+    g = max(req.gpus, 1)
+    total = max(0.0, weights_bytes(req.params, req.precision, shape_of(spec, req.params), spec) - offload * g)
+    per_gpu = weights_per_gpu_of(req, total, spec)
+    return per_gpu, per_gpu, per_gpu
 
 
 def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, version: Version) -> float:

@@ -70,6 +70,9 @@ class ModelSpec:
     linear_state_bytes: int | None = None
     # Exact bytes of the native checkpoint (safetensors index metadata.total_size).
     checkpoint_bytes: int | None = None
+    # Modules a natively quantized checkpoint leaves in 16-bit beyond the embeddings and the output head
+    # (its quantization_config ``modules_to_not_convert``, summarised; see NATIVE_16BIT_PARTS).
+    native_16bit: tuple[str, ...] = ()
     # Vision and audio towers.
     vision_params: float | None = None
     max_image_tokens: int | None = None
@@ -132,6 +135,22 @@ class ModelSpec:
         whole = sum(out)
         return [s / whole for s in out] if whole else [1.0 / stages] * stages
 
+    def native_16bit_params(self) -> float:
+        """Parameters the native quantized checkpoint keeps in 16-bit besides the embeddings and the head.
+
+        ``attention``: every layer's attention projections; ``router``: every MoE layer's router;
+        ``mlp.<i>``: the dense MLP of layer ``i`` (negative: counted from the end).
+        """
+        total = 0.0
+        for part in self.native_16bit:
+            if part == "attention":
+                total += self.attention_params()
+            elif part == "router":
+                total += _moe_layer_count(self) * self.hidden_size * (self.experts or 0)
+            else:
+                total += _mlp_params(self.hidden_size, self.intermediate_size or 0, self.mlp)
+        return min(total, self.params)
+
     def attention_params(self) -> float:
         """Parameters of every attention block (Q, K, V, O, or MLA's low-rank form): what DP attention replicates."""
         return min(self.params, self.cache_layers * _attention_params(self))
@@ -175,12 +194,18 @@ _FIELDS = {f for f in ModelSpec.__dataclass_fields__}
 _FLOAT_FIELDS = ("params", "active_params", "vision_params", "audio_params")
 TASKS = ("generate", "embed", "rerank")
 MLP_KINDS = ("gated", "plain")
+# What ``native_16bit`` may name: all attention projections, all MoE routers, or one layer's dense MLP.
+NATIVE_16BIT_PARTS = re.compile(r"^(attention|router|mlp\.-?\d+)$")
 
 
 def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
     """Build a ModelSpec from a catalog entry, ignoring bookkeeping keys other than ``verified``."""
     data = {k: v for k, v in entry.items() if k in _FIELDS}
     data["aliases"] = tuple(str(a) for a in data.get("aliases") or ())
+    data["native_16bit"] = tuple(str(p) for p in data.get("native_16bit") or ())
+    for part in data["native_16bit"]:
+        if not NATIVE_16BIT_PARTS.match(part):
+            raise ValueError(f"{data.get('name')}: native_16bit part {part!r} is not attention, router or mlp.<i>")
     for key in _FLOAT_FIELDS:
         if data.get(key) is not None:
             data[key] = float(data[key])

@@ -245,7 +245,9 @@ def weights_bytes(params: float, precision: str, shape: Shape, spec: ModelSpec |
 
     AWQ, GPTQ, bitsandbytes, FP8 and MXFP4 checkpoints of multimodal models quantize the language
     model only (their quantization configs skip ``visual``/``vision_tower``/``audio_tower`` modules).
-    A catalog entry's native checkpoint size (safetensors ``total_size``) is exact where it applies.
+    A natively quantized checkpoint also keeps the modules its entry lists in ``native_16bit`` (Meta's
+    Llama-3.1-405B FP8: attention and the first and last MLPs). A catalog entry's native checkpoint size
+    (safetensors ``total_size``) is exact where it applies.
     """
     native = spec.checkpoint_bytes if spec is not None else None
     if native and spec is not None and precision == spec.dtype and spec.params:
@@ -253,9 +255,16 @@ def weights_bytes(params: float, precision: str, shape: Shape, spec: ModelSpec |
     p = PRECISIONS[precision]
     if p.quantized and not p.gguf:
         towers = float((spec.vision_params or 0) + (spec.audio_params or 0)) if spec is not None else 0.0
-        kept = min(params, shape.embedding_params + towers)
+        kept = min(params, shape.embedding_params + towers + _native_16bit(params, precision, spec))
         return (params - kept) * p.bits / 8 + kept * 2
     return params * p.bits / 8
+
+
+def _native_16bit(params: float, precision: str, spec: ModelSpec | None) -> float:
+    """Parameters a natively quantized checkpoint keeps in 16-bit (``native_16bit``), scaled to ``params``."""
+    if spec is None or precision != spec.dtype or not spec.native_16bit or not spec.params:
+        return 0.0
+    return spec.native_16bit_params() * params / spec.params
 
 
 def weights_per_gpu(req: EstimateRequest, total: float, spec: ModelSpec | None) -> float:

@@ -28,7 +28,7 @@ PRECISIONS: dict[str, Precision] = {
     # MXFP4 (OCP microscaling): 4-bit values with one 8-bit scale per 32 → 4.25 bits on disk. gpt-oss
     # keeps attention and routers in bf16 too, and vLLM's kernels pad the experts: "Model loading took
     # 64.38 GiB" for gpt-oss-120b and 13.47 GiB for gpt-oss-20b (llm-d H100 logs) ≈ 4.6 bits over the
-    # non-embedding parameters.
+    # non-embedding parameters. The vLLM model counts the experts per backend instead (engines/mxfp4.py).
     "mxfp4": Precision("mxfp4", 4.6, True),
     # NVFP4: 4-bit values, an fp8 scale per 16 and a per-tensor fp32 scale → 4.5 bits.
     "nvfp4": Precision("nvfp4", 4.5, True),

@@ -323,10 +323,15 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     vocab = spec.vocab_size if spec else 128_000
     s_lo, s_mid, s_hi = (V0_SAMPLER_BYTES if not v1 else
                          TRITON_SAMPLER_BYTES if v >= TRITON_SAMPLER_FROM else SAMPLER_BYTES)
-    act = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid, spec)
-    act_lo = activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo, spec)
-    act_hi = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi, spec)
-    vision = _vision_profile(req, spec, tokens, seqs, v1) / tp
+    # The vision encoder's band: 0.75–1.5 × its counted peak, a count from one encoder's code applied to all
+    # (the two logged profiles, Qwen2-VL-2B on 0.10.2 and Llama-3.2-11B-Vision on V0, come within 4 % of it).
+    vision, kept = _vision_profile(req, spec, tokens, seqs, v1, tp)
+    act = with_encoder(activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid, spec),
+                       vision, kept)
+    act_lo = with_encoder(activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo, spec),
+                          0.75 * vision, kept)
+    act_hi = with_encoder(activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi, spec),
+                          1.5 * vision, kept)
     # NCCL, custom all-reduce and all-to-all buffers: any rank that talks to others (TP, or experts spread by DP).
     nt_lo, nt_mid, nt_hi = NON_TORCH_TP_MIB if tp > 1 or req.expert_split > g else NON_TORCH_MIB
     if (0, 6, 4) <= v < (0, 6, 5) or (v1 and (0, 7, 0) <= v < (0, 9, 1)):
@@ -336,10 +341,10 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     graphs = 0.0 if req.enforce_eager else cuda_graph_mib(min(active, req.params), tp) * MIB
     graphs_counted = v >= (0, 20, 0)
     weights_per_gpu = weights_per_gpu_of(req, weights, spec)
-    mid = weights_per_gpu + kv_per_gpu + act + vision + nt_mid * MIB + (graphs if graphs_counted else 0.0)
+    mid = weights_per_gpu + kv_per_gpu + act + nt_mid * MIB + (graphs if graphs_counted else 0.0)
     certain = weights_per_gpu + kv_per_gpu
-    low_rest = act_lo + 0.5 * vision + nt_lo * MIB
-    high = mid + (act_hi - act) + 0.5 * vision + (0.0 if graphs_counted else graphs) + (nt_hi - nt_mid) * MIB
+    low_rest = act_lo + nt_lo * MIB
+    high = mid + (act_hi - act) + (0.0 if graphs_counted else graphs) + (nt_hi - nt_mid) * MIB
     if not shape.known:
         # The weights are params × bytes whatever the shape; KV and activations are a guess.
         low_rest *= 0.7
@@ -350,10 +355,10 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
              "sequence" + (f" × {req.batch} reserved" if req.batch > 1 else ""),
              f"profile run of {tokens} batched tokens over {min(seqs, tokens)} sequences"]
     if vision:
-        notes.append(f"vision encoder profiled: {vision * tp / MIB / 1024:.1f} GiB")
+        notes.append(f"vision encoder profiled: {vision / MIB / 1024:.1f} GiB peak per GPU, before the LLM's")
     overhead = nt_mid * MIB + (graphs if graphs_counted else 0.0)
     return priced(req, weights=weights_per_gpu, kv=kv_per_gpu, overhead=overhead,
-                  activations=act + vision, mid=mid, low=low, high=high, kv_bytes_per_token=layout.bytes_per_token(),
+                  activations=act, mid=mid, low=low, high=high, kv_bytes_per_token=layout.bytes_per_token(),
                   shape_known=shape.known,
                   engine=f"vllm {'.'.join(map(str, req.engine_version)) if req.engine_version else 'newest'}",
                   notes=notes)
@@ -382,35 +387,74 @@ def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, versio
 BLOCK = 16
 
 
-# Activation bytes per patch per unit of vision width in an encoder pass (as for the LLM's layers).
-VISION_BYTES_PER_PATCH_WIDTH = 40
+# A ViT block's peak per patch per unit of encoder width w, counted on vllm==0.10.2
+# vllm/model_executor/models/qwen2_vl.py Qwen2VisionBlock.forward / Qwen2VisionMLP.forward: the residual and
+# norm2's output (2 B·w each) live beside fc1's output, QuickGELU's 1.702·x temporary and its sigmoid
+# (2 B·4w each: QuickGELU.forward_native, which runs while compiled custom ops are off): 4 + 24 B per unit of
+# width, the MLP's share split by TP (ColumnParallelLinear fc1). The attention's peak (q/k/v copies and the
+# float32 rotary pass, apply_rotary_pos_emb_vision) is 26 B·w, below it (inference from the code path).
+VISION_HIDDEN_BYTES = 4.0
+VISION_MLP_BYTES = 24.0
+# The dummy pixels stay on the GPU in float32 through the whole profile run (profile_run keeps
+# batched_dummy_mm_inputs): 3 channels × 2 frames × 14² × 4 B per Qwen2-VL patch.
+VISION_PIXEL_BYTES = 3 * 2 * 14 * 14 * 4
+# Qwen-VL, Llama 4, Mistral 3 and Phi-3-vision merge 2 × 2 patches into one LLM token.
+PATCHES_PER_TOKEN = 4
 
 
-def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, seqs: int, v1: bool) -> float:
-    """Activation bytes of the dummy images a multimodal model's profile run pushes through the encoder.
+def vision_width(vision_params: float) -> float:
+    """The encoder's width from its size: a ViT of ~32 blocks of ≈ 12·w² parameters (Qwen2-VL: 1280)."""
+    return max(1024.0, (vision_params / 32 / 12) ** 0.5)
 
-    V1 profiles max(1, min(budget // item_tokens, max_num_seqs × limit_mm_per_prompt)) items, the
-    encoder budget being max(max_num_batched_tokens, item_tokens); V0 min(max_num_seqs,
-    max_num_batched_tokens // item_tokens) dummy sequences, each with its images.
+
+def encoder_bytes_per_patch(vision_params: float, tp: int) -> float:
+    """Peak bytes per patch on one rank while the encoder runs (VISION_HIDDEN_BYTES, VISION_MLP_BYTES)."""
+    w = vision_width(vision_params)
+    return w * (VISION_HIDDEN_BYTES + VISION_MLP_BYTES / max(tp, 1)) + VISION_PIXEL_BYTES
+
+
+def with_encoder(forward: float, encoder_peak: float, kept: float) -> float:
+    """The profile's peak when the vision encoder runs before the LLM: max, not sum.
+
+    V1 (vllm/v1/worker/gpu_model_runner.py profile_run, vllm==0.10.2–0.33.0) runs
+    ``get_multimodal_embeddings`` / ``embed_multimodal`` on the dummy batch, keeps only its outputs in
+    ``encoder_cache`` (and the dummy pixels), then ``_dummy_run`` and the sampler; V0 (vllm==0.7.0
+    vllm/worker/model_runner.py and enc_dec_model_runner.py profile_run) runs one ``execute_model`` whose
+    forward encodes the images first (mllama.py get_cross_attention_states) and hands only their embeddings
+    to the decoder. Either way the encoder's temporaries are gone before the LLM's peak.
     """
-    image_tokens = int(getattr(spec, "max_image_tokens", 0) or 0) if spec else 0
-    vision_params = float(getattr(spec, "vision_params", 0) or 0) if spec else 0.0
-    if not image_tokens or not vision_params or req.mm_items == 0:
-        return 0.0
-    per_prompt = req.mm_items or 1
+    return max(forward + kept, encoder_peak)
+
+
+def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, seqs: int, v1: bool,
+                    tp: int) -> tuple[float, float]:
+    """(encoder peak, bytes kept through the LLM's dummy run) of a multimodal model's profile, per GPU.
+
+    V1 (vllm==0.10.2 vllm/v1/worker/utils.py MultiModalBudget.get_max_items) encodes
+    max(1, min(budget // item_tokens, max_num_seqs × per-prompt items)) items of the largest size, the
+    budget being max(max_num_batched_tokens, item_tokens) (v1/core/encoder_cache_manager.py
+    compute_mm_encoder_budget) and per-prompt items max(1, min(limit, max_model_len // item_tokens)).
+    V0 (worker/model_runner.py profile_run) min(max_num_seqs, max_num_batched_tokens // item_tokens) dummy
+    sequences, each with its images; encoder-decoder Mllama (enc_dec_model_runner.py profile_run)
+    max_num_seqs sequences with one 4-tile image each, whose 6404 tokens are patches, unmerged.
+    """
+    image_tokens = int(spec.max_image_tokens or 0) if spec is not None else 0
+    vision_params = float(spec.vision_params or 0) if spec is not None else 0.0
+    if spec is None or not image_tokens or not vision_params or req.mm_items == 0:
+        return 0.0, 0.0
+    limit = req.mm_items or 1
+    patches = image_tokens * PATCHES_PER_TOKEN
     if v1:
-        budget = max(tokens, image_tokens)
-        items = max(1, min(budget // image_tokens, seqs * per_prompt))
-    elif spec is not None and (spec.family or "").endswith("-vision"):
-        # Encoder-decoder Mllama in V0 profiles max_num_seqs sequences, each with its images; its image
-        # tokens are already patches (4 tiles × 1601).
-        return float(seqs * per_prompt * image_tokens * max(1024.0, (vision_params / 32 / 12) ** 0.5)
-                     * VISION_BYTES_PER_PATCH_WIDTH)
+        per_prompt = max(1, min(limit, req.context // image_tokens))
+        items = max(1, min(max(tokens, image_tokens) // image_tokens, seqs * per_prompt))
+    elif (spec.family or "").endswith("-vision"):
+        items, patches = seqs * limit, image_tokens
     else:
-        items = max(1, min(seqs, tokens // image_tokens)) * per_prompt
-    # A ViT keeps ~4 patches per merged LLM token; its width from its size (≈ 12·L·w², L ≈ 32).
-    width = max(1024.0, (vision_params / 32 / 12) ** 0.5)
-    return float(items * image_tokens * 4 * width * VISION_BYTES_PER_PATCH_WIDTH)
+        items = max(1, min(seqs, tokens // image_tokens)) * limit
+    peak = items * patches * encoder_bytes_per_patch(vision_params, tp)
+    # The encoder's outputs (one hidden-size row per LLM token) and the float32 pixels outlive it.
+    kept = items * (image_tokens * spec.hidden_size * 2.0 + patches * VISION_PIXEL_BYTES)
+    return float(peak), float(kept)
 
 
 def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, utilization: float

@@ -75,6 +75,50 @@ def test_vllm_cuda_graphs_counted_from_0_20_and_not_with_enforce_eager() -> None
     assert eager.overhead_mib == before.overhead_mib
 
 
+@pytest.mark.parametrize(("version", "env", "installed", "want"), [
+    ((0, 8, 5), None, True, None),     # 0.8 turned it off with FlashInfer >= 0.2.3
+    ((0, 10, 2), None, False, None),   # pip: FlashInfer an extra; on only where it is installed
+    ((0, 10, 2), None, True, True),    # the vllm/vllm-openai image carries it
+    ((0, 11, 0), "0", True, False),
+    ((0, 12, 0), None, True, False),   # opt-in only, 0.12–0.20
+    ((0, 20, 0), "1", False, True),
+    ((0, 21, 0), None, False, True),   # on by default again
+    ((0, 22, 1), "0", False, False),
+])
+def test_vllm_flashinfer_sampler_by_version(version: tuple[int, ...], env: str | None, installed: bool,
+                                            want: bool | None) -> None:
+    assert v.flashinfer_sampler(version, env, installed) is want
+
+
+def test_vllm_flashinfer_sampler_prices_fewer_bytes_per_vocab_entry() -> None:
+    assert v.sampler_bytes((0, 10, 2), True, None) == v.SAMPLER_BYTES
+    assert v.sampler_bytes((0, 10, 2), True, True) == v.FLASHINFER_SAMPLER_BYTES
+    assert v.sampler_bytes((0, 17, 0), True, None) == v.TRITON_SAMPLER_BYTES
+    assert v.sampler_bytes((0, 22, 1), True, None) == v.FLASHINFER_SAMPLER_BYTES
+    assert v.sampler_bytes((0, 22, 1), False, True) == v.V0_SAMPLER_BYTES
+
+
+def test_vllm_reads_the_flashinfer_sampler_from_env_and_image() -> None:
+    s = v.read("vllm/vllm-openai:v0.10.2", [], {"VLLM_USE_FLASHINFER_SAMPLER": "0"})
+    assert s is not None and s.value("flashinfer_sampler") == "0" and s.flag("flashinfer_installed")
+
+
+def test_vllm_vision_encoder_peak_is_not_added_to_the_llm_peak() -> None:
+    # Qwen2-VL-2B, 0.10.2, 16 GB card: one 16384-token image (65536 patches) is profiled before the LLM.
+    spec = builtin_catalog().lookup("Qwen/Qwen2-VL-2B-Instruct")
+    assert spec is not None
+    req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=4096, engine="vllm",
+                          engine_version=(0, 10, 2), gpu_mib=16 * 1024)
+    peak, kept = v._vision_profile(req, spec, 2048, 256, True, 1)
+    assert peak == pytest.approx(65536 * v.encoder_bytes_per_patch(float(spec.vision_params or 0), 1))
+    assert kept < peak
+    assert v.with_encoder(1.0e9, peak, kept) == peak
+    assert v.with_encoder(4.0e9, peak, kept) == 4.0e9 + kept
+    text_only = estimate(req.but(mm_items=0)).activations_mib
+    assert estimate(req).activations_mib == pytest.approx(peak / 2**20)
+    assert text_only < estimate(req).activations_mib
+
+
 def test_tgi_defaults_by_version() -> None:
     # launcher/src/main.rs: max_total_tokens 2048 through 2.x; 3.x derives it after warm-up.
     assert tgi.default_context((2, 4, 0)) == 2048 and tgi.default_context((3, 0, 0)) is None

@@ -90,6 +90,7 @@ SETTINGS: Mapping[str, Setting] = {
     "kv_cache_bytes": Setting(("--kv-cache-memory-bytes",)),
     "mm_limit": Setting(("--limit-mm-per-prompt",)),
     "use_v1": Setting((), ("VLLM_USE_V1",)),
+    "flashinfer_sampler": Setting((), ("VLLM_USE_FLASHINFER_SAMPLER",)),
 }
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm`) takes vLLM's engine args.
 _MODULES = ("vllm.entrypoints", "dynamo.vllm")
@@ -145,6 +146,8 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
     elif argv.positionals and not argv.has("--model"):
         settings.put("model", argv.positionals[0], f"arg {how} <model>")
     read_settings(settings, SETTINGS, argv, env)
+    if OFFICIAL_IMAGE in image.lower():
+        settings.put("flashinfer_installed", "1", f"image {image}")  # its Dockerfile installs FlashInfer
     return settings
 
 
@@ -250,10 +253,52 @@ V0_SAMPLER_BYTES = (32.0, 38.0, 40.0)
 # log in the corpus has many sequences on 0.16+, so the high end stays at the sort's.
 TRITON_SAMPLER_FROM: Version = (0, 16, 0)
 TRITON_SAMPLER_BYTES = (12.0, 18.0, 40.0)
+# FlashInfer's sampler (vllm==0.10.2 vllm/v1/sample/ops/topk_topp_sampler.py flashinfer_sample →
+# flashinfer.sampling.top_k_top_p_sampling_from_logits): the bf16 logits (2 B), the sampler's float32 copy
+# (4 B), the top-k-masked logits and their softmax (4 B each): 14 B. The high end stays at the sort's, the
+# fallback on GPUs FlashInfer does not support. Logged: 0.53 GiB activation + non-torch for 256 × 152064
+# (Qwen2-7B, 0.10.1.1, "Using FlashInfer for top-p & top-k sampling"; 14 B gives 0.52 GiB + non-torch).
+FLASHINFER_SAMPLER_BYTES = (12.0, 14.0, 38.0)
+# When V1 samples with FlashInfer unasked: 0.9–0.11 whenever it is installed (topk_topp_sampler.py: an unset
+# VLLM_USE_FLASHINFER_SAMPLER means on), which the vllm/vllm-openai image does (docker/Dockerfile installs
+# FlashInfer into vllm-base) and a plain `pip install vllm` does not (an extra until 0.13); 0.12–0.20 only with
+# VLLM_USE_FLASHINFER_SAMPLER=1 ("Users must opt in explicitly"); from 0.21 by default again (envs.py
+# VLLM_USE_FLASHINFER_SAMPLER: bool = True), FlashInfer being a dependency from 0.13.
+FLASHINFER_OPT_IN: tuple[Version, Version] = ((0, 12, 0), (0, 21, 0))
+OFFICIAL_IMAGE = "vllm/vllm-openai"
 # Hidden-size bf16 tensors live at a decoder layer's peak (input, residual, norm output, attention and
 # all-reduce outputs): fitted with the gated-MLP term on V0 Llama-3.1-8B at 20k/29k batched tokens
 # (106 KiB/token logged, RTX 3090) and Qwen2.5-14B at 32k, TP 1 and TP 2 (distagentgc logs).
 HIDDEN_TENSORS = 6
+
+
+def flashinfer_sampler(version: Version | None, env: str | None, installed: bool) -> bool | None:
+    """Whether V1's profile samples with FlashInfer (FLASHINFER_OPT_IN); None where it depends on the install.
+
+    ``env`` is VLLM_USE_FLASHINFER_SAMPLER, ``installed`` whether the image is known to carry FlashInfer.
+    0.8.x turned it off with FlashInfer ≥ 0.2.3 (vllm==0.8.5 topk_topp_sampler.py), so what an 0.8 image
+    does depends on its FlashInfer: unknown.
+    """
+    v = version or NEWEST
+    value = (env or "").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return False
+    if v < (0, 9, 0):
+        return None
+    if FLASHINFER_OPT_IN[0] <= v < FLASHINFER_OPT_IN[1] and not value:
+        return False
+    return True if installed or v >= (0, 13, 0) else None
+
+
+def sampler_bytes(version: Version, v1: bool, flashinfer: bool | None) -> tuple[float, float, float]:
+    """(low, expected, high) bytes per vocabulary entry per dummy sequence at the sampler's peak."""
+    if not v1:
+        return V0_SAMPLER_BYTES
+    if flashinfer is None and version >= FLASHINFER_OPT_IN[0]:
+        flashinfer = version >= FLASHINFER_OPT_IN[1]
+    if flashinfer:
+        return FLASHINFER_SAMPLER_BYTES
+    return TRITON_SAMPLER_BYTES if version >= TRITON_SAMPLER_FROM else SAMPLER_BYTES
 
 
 def forward_bytes(tokens: int, hidden: int, intermediate: float, tp: int, spec: ModelSpec | None = None) -> float:
@@ -321,8 +366,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
 
     inter = float(getattr(spec, "intermediate_size", None) or 3.5 * shape.hidden_size)
     vocab = spec.vocab_size if spec else 128_000
-    s_lo, s_mid, s_hi = (V0_SAMPLER_BYTES if not v1 else
-                         TRITON_SAMPLER_BYTES if v >= TRITON_SAMPLER_FROM else SAMPLER_BYTES)
+    s_lo, s_mid, s_hi = sampler_bytes(v, v1, req.flashinfer_sampler)
     # The vision encoder's band: 0.75–1.5 × its counted peak, a count from one encoder's code applied to all
     # (the two logged profiles, Qwen2-VL-2B on 0.10.2 and Llama-3.2-11B-Vision on V0, come within 4 % of it).
     vision, kept = _vision_profile(req, spec, tokens, seqs, v1, tp)

@@ -109,7 +109,7 @@ def test_vllm_vision_encoder_peak_is_not_added_to_the_llm_peak() -> None:
     assert spec is not None
     req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=4096, engine="vllm",
                           engine_version=(0, 10, 2), gpu_mib=16 * 1024)
-    peak, kept = v._vision_profile(req, spec, 2048, 256, True, 1)
+    peak, kept = v._vision_profile(req, spec, 2048, 256, True, 1, (0, 10, 2))
     assert peak == pytest.approx(65536 * v.encoder_bytes_per_patch(float(spec.vision_params or 0), 1))
     assert kept < peak
     assert v.with_encoder(1.0e9, peak, kept) == peak
@@ -117,6 +117,19 @@ def test_vllm_vision_encoder_peak_is_not_added_to_the_llm_peak() -> None:
     text_only = estimate(req.but(mm_items=0)).activations_mib
     assert estimate(req).activations_mib == pytest.approx(peak / 2**20)
     assert text_only < estimate(req).activations_mib
+
+
+def test_vllm_qwen3_vl_profiles_a_video_and_0_11_to_0_12_widen_its_cached_output() -> None:
+    # Qwen3-VL-30B-A3B, TP 2, 8192 batched tokens: a 153600-token video item (12288 rows of 4 × 2048).
+    spec = builtin_catalog().lookup("Qwen/Qwen3-VL-30B-A3B-Instruct")
+    assert spec is not None
+    req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=65536, gpus=2, engine="vllm")
+    per_patch = v.encoder_bytes_per_patch(float(spec.vision_params or 0), 2)
+    pixels = 49152 * v.VISION_PIXEL_BYTES
+    for version, rows in (((0, 12, 0), 153600), ((0, 13, 0), 12288)):
+        peak, kept = v._vision_profile(req, spec, 8192, 256, True, 2, version)
+        assert peak == pytest.approx(49152 * per_patch)
+        assert kept == pytest.approx(rows * 2048 * 4 * 2 + pixels)
 
 
 def test_tgi_defaults_by_version() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
@@ -369,7 +370,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     s_lo, s_mid, s_hi = sampler_bytes(v, v1, req.flashinfer_sampler)
     # The vision encoder's band: 0.75–1.5 × its counted peak, a count from one encoder's code applied to all
     # (the two logged profiles, Qwen2-VL-2B on 0.10.2 and Llama-3.2-11B-Vision on V0, come within 4 % of it).
-    vision, kept = _vision_profile(req, spec, tokens, seqs, v1, tp)
+    vision, kept = _vision_profile(req, spec, tokens, seqs, v1, tp, v)
     act = with_encoder(activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid, spec),
                        vision, kept)
     act_lo = with_encoder(activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo, spec),
@@ -446,6 +447,29 @@ VISION_PIXEL_BYTES = 3 * 2 * 14 * 14 * 4
 PATCHES_PER_TOKEN = 4
 
 
+@dataclass(frozen=True)
+class DummyVideo:
+    """A model whose largest dummy item is a video: what the profile encodes and caches for it."""
+
+    item_tokens: int  # get_mm_max_tokens_per_item: the placeholder tokens it may take in the prompt
+    rows: int  # rows the encoder returns for it
+    patches: int  # patches it pushes through the encoder
+    width_factor: int  # encoder output width ÷ the LLM's hidden size
+
+
+# Qwen3-VL from 0.11.0 (vllm/model_executor/models/qwen3_vl.py): the video processor caps a video at
+# 25165824 px (size["longest_edge"]): 12288 tokens of 2 frames × 32² px, 49152 patches; get_max_video_tokens
+# counts 12.5 prompt tokens per video token for the timestamps (153600), more than an image's 16384, so the
+# video is what get_modality_with_max_tokens profiles. Qwen3_VisionTransformer.forward concatenates the merger
+# and three deepstack mergers' outputs: 4 × hidden per row.
+QWEN3_VL_VIDEO = DummyVideo(item_tokens=153600, rows=12288, patches=49152, width_factor=4)
+DUMMY_VIDEOS: Mapping[str, tuple[Version, DummyVideo]] = {"qwen3-vl": ((0, 11, 0), QWEN3_VL_VIDEO)}
+# 0.11.0–0.12.x profile_run widened each dummy output shorter than the item's tokens to a zeroed tensor of
+# encoder_budget (0.11) or max_tokens_per_item (0.12) rows before caching it ("encoder cache needs to store the
+# embeddings that encoder outputs are scattered onto"); 0.13.0 caches the outputs as they are.
+EXPANDED_CACHE: tuple[Version, Version] = ((0, 11, 0), (0, 13, 0))
+
+
 def vision_width(vision_params: float) -> float:
     """The encoder's width from its size: a ViT of ~32 blocks of ≈ 12·w² parameters (Qwen2-VL: 1280)."""
     return max(1024.0, (vision_params / 32 / 12) ** 0.5)
@@ -471,7 +495,7 @@ def with_encoder(forward: float, encoder_peak: float, kept: float) -> float:
 
 
 def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, seqs: int, v1: bool,
-                    tp: int) -> tuple[float, float]:
+                    tp: int, version: Version) -> tuple[float, float]:
     """(encoder peak, bytes kept through the LLM's dummy run) of a multimodal model's profile, per GPU.
 
     V1 (vllm==0.10.2 vllm/v1/worker/utils.py MultiModalBudget.get_max_items) encodes
@@ -487,17 +511,23 @@ def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, s
     if spec is None or not image_tokens or not vision_params or req.mm_items == 0:
         return 0.0, 0.0
     limit = req.mm_items or 1
-    patches = image_tokens * PATCHES_PER_TOKEN
+    item_tokens, rows, patches, width = image_tokens, image_tokens, image_tokens * PATCHES_PER_TOKEN, 1
+    since, video = DUMMY_VIDEOS.get(spec.family or "", ((99, 0, 0), None))
+    if v1 and video is not None and version >= since and video.item_tokens > image_tokens:
+        item_tokens, rows, patches, width = video.item_tokens, video.rows, video.patches, video.width_factor
     if v1:
-        per_prompt = max(1, min(limit, req.context // image_tokens))
-        items = max(1, min(max(tokens, image_tokens) // image_tokens, seqs * per_prompt))
+        per_prompt = max(1, min(limit, req.context // item_tokens))
+        budget = max(tokens, item_tokens)
+        items = max(1, min(budget // item_tokens, seqs * per_prompt))
+        if EXPANDED_CACHE[0] <= version < EXPANDED_CACHE[1]:
+            rows = max(rows, budget if version < (0, 12, 0) else item_tokens)
     elif (spec.family or "").endswith("-vision"):
         items, patches = seqs * limit, image_tokens
     else:
         items = max(1, min(seqs, tokens // image_tokens)) * limit
     peak = items * patches * encoder_bytes_per_patch(vision_params, tp)
-    # The encoder's outputs (one hidden-size row per LLM token) and the float32 pixels outlive it.
-    kept = items * (image_tokens * spec.hidden_size * 2.0 + patches * VISION_PIXEL_BYTES)
+    # The encoder's outputs (rows of the LLM's hidden size, or wider) and the float32 pixels outlive it.
+    kept = items * (rows * spec.hidden_size * width * 2.0 + patches * VISION_PIXEL_BYTES)
     return float(peak), float(kept)
 
 

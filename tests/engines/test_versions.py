@@ -132,6 +132,18 @@ def test_vllm_qwen3_vl_profiles_a_video_and_0_11_to_0_12_widen_its_cached_output
         assert kept == pytest.approx(rows * 2048 * 4 * 2 + pixels)
 
 
+@pytest.mark.parametrize(("model", "patches_per_token"), [
+    ("google/gemma-3-27b-it", 16), ("llava-hf/llava-1.5-7b-hf", 1), ("Qwen/Qwen2.5-VL-7B-Instruct", 4)])
+def test_vllm_vision_patches_per_token_by_family(model: str, patches_per_token: int) -> None:
+    spec = builtin_catalog().lookup(model)
+    assert spec is not None and spec.max_image_tokens and spec.vision_params
+    req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=32768, engine="vllm")
+    tokens = spec.max_image_tokens  # one item: a budget of exactly one item's tokens
+    peak, _ = v._vision_profile(req, spec, tokens, 256, True, 1, (0, 10, 2))
+    per_patch = v.encoder_bytes_per_patch(float(spec.vision_params), 1)
+    assert peak == pytest.approx(tokens * patches_per_token * per_patch)
+
+
 def test_tgi_defaults_by_version() -> None:
     # launcher/src/main.rs: max_total_tokens 2048 through 2.x; 3.x derives it after warm-up.
     assert tgi.default_context((2, 4, 0)) == 2048 and tgi.default_context((3, 0, 0)) is None

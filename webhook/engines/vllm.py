@@ -443,8 +443,14 @@ VISION_MLP_BYTES = 24.0
 # The dummy pixels stay on the GPU in float32 through the whole profile run (profile_run keeps
 # batched_dummy_mm_inputs): 3 channels × 2 frames × 14² × 4 B per Qwen2-VL patch.
 VISION_PIXEL_BYTES = 3 * 2 * 14 * 14 * 4
-# Qwen-VL, Llama 4, Mistral 3 and Phi-3-vision merge 2 × 2 patches into one LLM token.
+# Qwen-VL, Llama 4, Mistral 3, InternVL, Phi-3-vision and Phi-4-multimodal merge 2 × 2 patches into one LLM
+# token; the others, by their vLLM model files: Gemma 3 (gemma3_mm.py) average-pools SigLIP's 64² patches of an
+# 896-px image to 256 tokens, MiniCPM-V's resampler turns a 448-px slice's 32² patches into 64 queries, and
+# LLaVA (CLIP or SigLIP features) and Pixtral (patch tokens plus row breaks) keep one token per patch.
 PATCHES_PER_TOKEN = 4
+PATCHES_PER_TOKEN_BY_FAMILY: Mapping[str, int] = {
+    "gemma3": 16, "minicpm-v": 16, "llava": 1, "llava-next": 1, "llava-onevision": 1, "pixtral": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -511,7 +517,8 @@ def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, s
     if spec is None or not image_tokens or not vision_params or req.mm_items == 0:
         return 0.0, 0.0
     limit = req.mm_items or 1
-    item_tokens, rows, patches, width = image_tokens, image_tokens, image_tokens * PATCHES_PER_TOKEN, 1
+    per_token = PATCHES_PER_TOKEN_BY_FAMILY.get(spec.family or "", PATCHES_PER_TOKEN)
+    item_tokens, rows, patches, width = image_tokens, image_tokens, image_tokens * per_token, 1
     since, video = DUMMY_VIDEOS.get(spec.family or "", ((99, 0, 0), None))
     if v1 and video is not None and version >= since and video.item_tokens > image_tokens:
         item_tokens, rows, patches, width = video.item_tokens, video.rows, video.patches, video.width_factor

@@ -144,6 +144,13 @@ def test_vllm_vision_patches_per_token_by_family(model: str, patches_per_token: 
     assert peak == pytest.approx(tokens * patches_per_token * per_patch)
 
 
+@pytest.mark.parametrize(("product", "tp", "want"), [
+    ("NVIDIA H100 80GB HBM3", 4, True), ("NVIDIA-H200", 8, True), ("NVIDIA H100 80GB HBM3", 2, False),
+    ("NVIDIA H100 PCIe", 4, False), ("NVIDIA H100 NVL", 4, False), ("NVIDIA A100 80GB", 8, False), (None, 8, False)])
+def test_vllm_nvls_buffers_only_past_two_nvswitch_hopper_gpus(product: str | None, tp: int, want: bool) -> None:
+    assert v.nvls_buffers(product, tp) is want
+
+
 def test_tgi_defaults_by_version() -> None:
     # launcher/src/main.rs: max_total_tokens 2048 through 2.x; 3.x derives it after warm-up.
     assert tgi.default_context((2, 4, 0)) == 2048 and tgi.default_context((3, 0, 0)) is None

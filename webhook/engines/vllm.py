@@ -222,6 +222,22 @@ NON_TORCH_MIB = (64, 160, 512)
 NON_TORCH_TP_MIB = (256, 768, 5120)
 # 0.6.4 and V1 0.7.0–0.9.0 measured all non-torch use, the CUDA context included.
 CUDA_CONTEXT_MIB = 512
+# NCCL's NVLink SHARP (NVLS) buffers: NCCL turns NVLS on by itself past 2 GPUs on NVSwitch H100-class
+# systems (vllm#9699, "NVLS comm … nvlsPerRankSize 301989888 nvlsTotalSize 2415919104" at 8 GPUs), and vLLM
+# leaves it on (it sets NCCL_NVLS_ENABLE=0 only in batch-invariant mode, vllm==0.12.0
+# model_executor/layers/batch_invariant.py). Not in vLLM's source, so FITTED: four 0.10.0 H100 SXM logs sit
+# 1.42–1.80 GiB over the TP non-torch figure (Qwen3-235B-A22B-FP8 TP 4 and TP 8, Qwen3-32B TP 4 and TP 8),
+# none at TP 2 (llm-d Llama-3.3-70B, Qwen3-VL-30B-A3B): the expected value only, 1.6 GiB.
+NVLS_MIB = 1640
+NVLS_GPUS = ("H100", "H200", "H800", "H20", "B200", "B300", "GB200", "GB300")
+
+
+def nvls_buffers(gpu_product: str | None, tp: int) -> bool:
+    """Whether NCCL will set up NVLS: TP > 2 on an NVSwitch Hopper/Blackwell (not PCIe cards nor NVL pairs)."""
+    name = (gpu_product or "").upper().replace("-", " ")
+    if tp <= 2 or "PCIE" in name or " NVL" in name:
+        return False
+    return any(g in name.split() or f"NVIDIA {g}" in name for g in NVLS_GPUS)
 
 
 def cuda_graph_mib(params: float, tp: int) -> float:
@@ -381,6 +397,8 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     nt_lo, nt_mid, nt_hi = NON_TORCH_TP_MIB if tp > 1 or req.expert_split > g else NON_TORCH_MIB
     if (0, 6, 4) <= v < (0, 6, 5) or (v1 and (0, 7, 0) <= v < (0, 9, 1)):
         nt_lo, nt_mid = nt_lo + CUDA_CONTEXT_MIB, nt_mid + CUDA_CONTEXT_MIB
+    if nvls_buffers(req.gpu_product, tp):
+        nt_mid = min(nt_hi, nt_mid + NVLS_MIB)
     # Graph memory follows the activations of the captured batch: an MoE's active parameters, not its total.
     active = (spec.active_params if spec is not None and spec.active_params else req.params)
     graphs = 0.0 if req.enforce_eager else cuda_graph_mib(min(active, req.params), tp) * MIB

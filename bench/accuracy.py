@@ -161,6 +161,8 @@ def case_of(entry: dict[str, Any]) -> Case | None:
         legacy_engine=v1 is False,
         kv_cache_dtype=None if config.get("kv_cache_dtype") in (None, "auto") else str(config["kv_cache_dtype"]),
         gpu_product=gpu.get("product"), gpu_mib=total * 1024 if total else None,
+        # The log's "Using FlashInfer for top-p & top-k sampling" (vLLM 0.9–0.11: only when it is installed).
+        flashinfer_sampler=config.get("flashinfer_sampler"),
     )
     if slots:
         req = req.but(slots=slots)

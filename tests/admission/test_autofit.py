@@ -50,10 +50,10 @@ def test_an_opted_in_deployment_gets_the_shorter_context_and_is_then_admitted(sv
     before = counter(svc, "applied")
     obj = long_context({A_AUTOFIT: "true"})
     patched, resp = svc.mutate(obj)  # also checks: the patch applies, passes the schema, a second pass is empty
-    assert args(patched)[-2:] == ["--max-model-len", "31744"]
+    assert args(patched)[-2:] == ["--max-model-len", "37888"]
     trail = orjson.loads(patched["metadata"]["annotations"][A_APPLIED])
-    assert trail["change"].startswith("--max-model-len 31744") and trail["reason"].startswith("deployment/chat:")
-    assert any(w.startswith("vramgate autofit: applied --max-model-len 31744") for w in resp["warnings"])
+    assert trail["change"].startswith("--max-model-len 37888") and trail["reason"].startswith("deployment/chat:")
+    assert any(w.startswith("vramgate autofit: applied --max-model-len 37888") for w in resp["warnings"])
     assert svc.validate(patched)["allowed"] is True
     assert counter(svc, "applied") == before + 1
 
@@ -104,7 +104,7 @@ def test_update_runs_autofit_only_when_the_engine_flags_change(svc: Service) -> 
     changed = long_context({A_AUTOFIT: "true", A_APPLIED: "{\"change\": \"an earlier one\"}"})
     resp = svc.ask("mutate", review(changed, "UPDATE", old=old))
     ops = patch_ops(resp)
-    assert {"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": "31744"} in ops
+    assert {"op": "replace", "path": "/spec/template/spec/containers/0/args/3", "value": "37888"} in ops
     assert any(op["path"] == "/metadata/annotations/vramgate.io~1autofit-applied" for op in ops)
 
 
@@ -120,7 +120,7 @@ def test_a_bare_pod_gets_the_fix_and_then_the_usual_mutation(svc: Service) -> No
          "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "131072"]}
     pod = workload("Pod", c, name="p", annotations={A_AUTOFIT: "true"})
     patched, _ = svc.mutate(pod)  # the fix and the mutation of the fixed pod in one patch; a second pass is empty
-    assert patched["spec"]["containers"][0]["args"][-1] == "31744"
+    assert patched["spec"]["containers"][0]["args"][-1] == "37888"
     assert A_APPLIED in patched["metadata"]["annotations"]
     # The expected figure is priced without a GPU (vLLM's large-GPU defaults); the low end must fit the L4.
     assert int(patched["metadata"]["annotations"]["vramgate.io/vram-per-gpu-min-mib"]) < 23034

@@ -75,6 +75,82 @@ def test_vllm_cuda_graphs_counted_from_0_20_and_not_with_enforce_eager() -> None
     assert eager.overhead_mib == before.overhead_mib
 
 
+@pytest.mark.parametrize(("version", "env", "installed", "want"), [
+    ((0, 8, 5), None, True, None),     # 0.8 turned it off with FlashInfer >= 0.2.3
+    ((0, 10, 2), None, False, None),   # pip: FlashInfer an extra; on only where it is installed
+    ((0, 10, 2), None, True, True),    # the vllm/vllm-openai image carries it
+    ((0, 11, 0), "0", True, False),
+    ((0, 12, 0), None, True, False),   # opt-in only, 0.12–0.20
+    ((0, 20, 0), "1", False, True),
+    ((0, 21, 0), None, False, True),   # on by default again
+    ((0, 22, 1), "0", False, False),
+])
+def test_vllm_flashinfer_sampler_by_version(version: tuple[int, ...], env: str | None, installed: bool,
+                                            want: bool | None) -> None:
+    assert v.flashinfer_sampler(version, env, installed) is want
+
+
+def test_vllm_flashinfer_sampler_prices_fewer_bytes_per_vocab_entry() -> None:
+    assert v.sampler_bytes((0, 10, 2), True, None) == v.SAMPLER_BYTES
+    assert v.sampler_bytes((0, 10, 2), True, True) == v.FLASHINFER_SAMPLER_BYTES
+    assert v.sampler_bytes((0, 17, 0), True, None) == v.TRITON_SAMPLER_BYTES
+    assert v.sampler_bytes((0, 22, 1), True, None) == v.FLASHINFER_SAMPLER_BYTES
+    assert v.sampler_bytes((0, 22, 1), False, True) == v.V0_SAMPLER_BYTES
+
+
+def test_vllm_reads_the_flashinfer_sampler_from_env_and_image() -> None:
+    s = v.read("vllm/vllm-openai:v0.10.2", [], {"VLLM_USE_FLASHINFER_SAMPLER": "0"})
+    assert s is not None and s.value("flashinfer_sampler") == "0" and s.flag("flashinfer_installed")
+
+
+def test_vllm_vision_encoder_peak_is_not_added_to_the_llm_peak() -> None:
+    # Qwen2-VL-2B, 0.10.2, 16 GB card: one 16384-token image (65536 patches) is profiled before the LLM.
+    spec = builtin_catalog().lookup("Qwen/Qwen2-VL-2B-Instruct")
+    assert spec is not None
+    req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=4096, engine="vllm",
+                          engine_version=(0, 10, 2), gpu_mib=16 * 1024)
+    peak, kept = v._vision_profile(req, spec, 2048, 256, True, 1, (0, 10, 2))
+    assert peak == pytest.approx(65536 * v.encoder_bytes_per_patch(float(spec.vision_params or 0), 1))
+    assert kept < peak
+    assert v.with_encoder(1.0e9, peak, kept) == peak
+    assert v.with_encoder(4.0e9, peak, kept) == 4.0e9 + kept
+    text_only = estimate(req.but(mm_items=0)).activations_mib
+    assert estimate(req).activations_mib == pytest.approx(peak / 2**20)
+    assert text_only < estimate(req).activations_mib
+
+
+def test_vllm_qwen3_vl_profiles_a_video_and_0_11_to_0_12_widen_its_cached_output() -> None:
+    # Qwen3-VL-30B-A3B, TP 2, 8192 batched tokens: a 153600-token video item (12288 rows of 4 × 2048).
+    spec = builtin_catalog().lookup("Qwen/Qwen3-VL-30B-A3B-Instruct")
+    assert spec is not None
+    req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=65536, gpus=2, engine="vllm")
+    per_patch = v.encoder_bytes_per_patch(float(spec.vision_params or 0), 2)
+    pixels = 49152 * v.VISION_PIXEL_BYTES
+    for version, rows in (((0, 12, 0), 153600), ((0, 13, 0), 12288)):
+        peak, kept = v._vision_profile(req, spec, 8192, 256, True, 2, version)
+        assert peak == pytest.approx(49152 * per_patch)
+        assert kept == pytest.approx(rows * 2048 * 4 * 2 + pixels)
+
+
+@pytest.mark.parametrize(("model", "patches_per_token"), [
+    ("google/gemma-3-27b-it", 16), ("llava-hf/llava-1.5-7b-hf", 1), ("Qwen/Qwen2.5-VL-7B-Instruct", 4)])
+def test_vllm_vision_patches_per_token_by_family(model: str, patches_per_token: int) -> None:
+    spec = builtin_catalog().lookup(model)
+    assert spec is not None and spec.max_image_tokens and spec.vision_params
+    req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=32768, engine="vllm")
+    tokens = spec.max_image_tokens  # one item: a budget of exactly one item's tokens
+    peak, _ = v._vision_profile(req, spec, tokens, 256, True, 1, (0, 10, 2))
+    per_patch = v.encoder_bytes_per_patch(float(spec.vision_params), 1)
+    assert peak == pytest.approx(tokens * patches_per_token * per_patch)
+
+
+@pytest.mark.parametrize(("product", "tp", "want"), [
+    ("NVIDIA H100 80GB HBM3", 4, True), ("NVIDIA-H200", 8, True), ("NVIDIA H100 80GB HBM3", 2, False),
+    ("NVIDIA H100 PCIe", 4, False), ("NVIDIA H100 NVL", 4, False), ("NVIDIA A100 80GB", 8, False), (None, 8, False)])
+def test_vllm_nvls_buffers_only_past_two_nvswitch_hopper_gpus(product: str | None, tp: int, want: bool) -> None:
+    assert v.nvls_buffers(product, tp) is want
+
+
 def test_tgi_defaults_by_version() -> None:
     # launcher/src/main.rs: max_total_tokens 2048 through 2.x; 3.x derives it after warm-up.
     assert tgi.default_context((2, 4, 0)) == 2048 and tgi.default_context((3, 0, 0)) is None

@@ -70,8 +70,8 @@ def args_of(obj: dict[str, Any]) -> list[str]:
 
 def test_a_too_long_context_is_shortened() -> None:
     out, result = applied(vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "131072"), L4)
-    assert out.fix is not None and out.fix.changes == (Change("context", 31744),)
-    assert args_of(result)[-2:] == ["--max-model-len", "31744"]
+    assert out.fix is not None and out.fix.changes == (Change("context", 37888),)
+    assert args_of(result)[-2:] == ["--max-model-len", "37888"]
 
 
 def test_fp8_kv_cache_where_every_gpu_converts_fp8() -> None:
@@ -98,8 +98,8 @@ def test_utilization_raised_up_to_the_ceiling() -> None:
                "--gpu-memory-utilization", "0.6")
     out, result = applied(obj, L4)
     # Priced on the L4 with vLLM's defaults for a GPU under 70 GiB (256 sequences, 2048 batched tokens).
-    assert out.fix is not None and out.fix.changes == (Change("utilization", "0.77"),)
-    assert args_of(result)[-1] == "0.77"
+    assert out.fix is not None and out.fix.changes == (Change("utilization", "0.74"),)
+    assert args_of(result)[-1] == "0.74"
     # Under a ceiling below what it needs, no eligible fix is left (only a lower precision would fit).
     low = Config(admission=Admission(autofit=Autofit(max_gpu_memory_utilization=0.7)))
     out, _ = fitted(obj, L4, config=low)
@@ -216,8 +216,8 @@ def test_check_autofit_prints_the_diff_and_changes_no_file(tmp_path: Path,
     before = manifest.read_text()
     assert main(["check", "-f", str(manifest), "--nodes", str(nodes), "--autofit"]) == 0
     out, err = capsys.readouterr()
-    assert "-        - '131072'\n+        - '31744'\n" in out and "+    vramgate.io/autofit-applied:" in out
-    assert "deployment/d: autofit: --max-model-len 31744" in err
+    assert "-        - '131072'\n+        - '37888'\n" in out and "+    vramgate.io/autofit-applied:" in out
+    assert "deployment/d: autofit: --max-model-len 37888" in err
     assert manifest.read_text() == before
 
 
@@ -234,9 +234,9 @@ def test_explain_shows_what_autofit_changed() -> None:
     snap = snapshot_from_nodes([L4], CFG)
     e = explain(result, snap, CFG, CAT)
     text = render(e)
-    assert "  autofit: applied --max-model-len 31744" in text
+    assert "  autofit: applied --max-model-len 37888" in text
     assert "    instead of rejecting: deployment/d: needs" in text
-    assert as_dict(e)["autofit"]["change"].startswith("--max-model-len 31744")
+    assert as_dict(e)["autofit"]["change"].startswith("--max-model-len 37888")
     assert as_dict(explain(vllm("--model", "qwen3-8b"), snap, CFG, CAT))["autofit"] is None
 
 
@@ -244,7 +244,7 @@ def test_a_straddle_warning_states_the_measured_chance_of_starting() -> None:
     from webhook.engines import estimate
     from webhook.engines.measured import chance_to_fit
 
-    obj = vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "36864")
+    obj = vllm("--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "38912")
     snap = snapshot_from_nodes([L4], CFG)
     j = judge(obj, snap, CFG, CAT)
     assert j.allowed

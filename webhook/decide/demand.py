@@ -741,6 +741,11 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
         changes["mm_items"] = items
     if s.value("use_v1") in ("0", "false", "False"):
         changes["legacy_engine"] = True
+    if req.engine == vllm_engine.NAME:
+        sampler = vllm_engine.flashinfer_sampler(req.engine_version, s.value("flashinfer_sampler"),
+                                                 s.flag("flashinfer_installed"))
+        if sampler is not None:
+            changes["flashinfer_sampler"] = sampler
     if (layers := s.number("gpu_layers")) is not None:
         changes["gpu_layers"] = int(layers)
     if req.engine == ollama.NAME:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
@@ -91,6 +92,7 @@ SETTINGS: Mapping[str, Setting] = {
     "kv_cache_bytes": Setting(("--kv-cache-memory-bytes",)),
     "mm_limit": Setting(("--limit-mm-per-prompt",)),
     "use_v1": Setting((), ("VLLM_USE_V1",)),
+    "flashinfer_sampler": Setting((), ("VLLM_USE_FLASHINFER_SAMPLER",)),
 }
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm`) takes vLLM's engine args.
 _MODULES = ("vllm.entrypoints", "dynamo.vllm")
@@ -146,6 +148,8 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
     elif argv.positionals and not argv.has("--model"):
         settings.put("model", argv.positionals[0], f"arg {how} <model>")
     read_settings(settings, SETTINGS, argv, env)
+    if OFFICIAL_IMAGE in image.lower():
+        settings.put("flashinfer_installed", "1", f"image {image}")  # its Dockerfile installs FlashInfer
     return settings
 
 
@@ -219,6 +223,22 @@ NON_TORCH_MIB = (64, 160, 512)
 NON_TORCH_TP_MIB = (256, 768, 5120)
 # 0.6.4 and V1 0.7.0–0.9.0 measured all non-torch use, the CUDA context included.
 CUDA_CONTEXT_MIB = 512
+# NCCL's NVLink SHARP (NVLS) buffers: NCCL turns NVLS on by itself past 2 GPUs on NVSwitch H100-class
+# systems (vllm#9699, "NVLS comm … nvlsPerRankSize 301989888 nvlsTotalSize 2415919104" at 8 GPUs), and vLLM
+# leaves it on (it sets NCCL_NVLS_ENABLE=0 only in batch-invariant mode, vllm==0.12.0
+# model_executor/layers/batch_invariant.py). Not in vLLM's source, so FITTED: four 0.10.0 H100 SXM logs sit
+# 1.42–1.80 GiB over the TP non-torch figure (Qwen3-235B-A22B-FP8 TP 4 and TP 8, Qwen3-32B TP 4 and TP 8),
+# none at TP 2 (llm-d Llama-3.3-70B, Qwen3-VL-30B-A3B): the expected value only, 1.6 GiB.
+NVLS_MIB = 1640
+NVLS_GPUS = ("H100", "H200", "H800", "H20", "B200", "B300", "GB200", "GB300")
+
+
+def nvls_buffers(gpu_product: str | None, tp: int) -> bool:
+    """Whether NCCL will set up NVLS: TP > 2 on an NVSwitch Hopper/Blackwell (not PCIe cards nor NVL pairs)."""
+    name = (gpu_product or "").upper().replace("-", " ")
+    if tp <= 2 or "PCIE" in name or " NVL" in name:
+        return False
+    return any(g in name.split() or f"NVIDIA {g}" in name for g in NVLS_GPUS)
 
 
 def cuda_graph_mib(params: float, tp: int) -> float:
@@ -251,10 +271,52 @@ V0_SAMPLER_BYTES = (32.0, 38.0, 40.0)
 # log in the corpus has many sequences on 0.16+, so the high end stays at the sort's.
 TRITON_SAMPLER_FROM: Version = (0, 16, 0)
 TRITON_SAMPLER_BYTES = (12.0, 18.0, 40.0)
+# FlashInfer's sampler (vllm==0.10.2 vllm/v1/sample/ops/topk_topp_sampler.py flashinfer_sample →
+# flashinfer.sampling.top_k_top_p_sampling_from_logits): the bf16 logits (2 B), the sampler's float32 copy
+# (4 B), the top-k-masked logits and their softmax (4 B each): 14 B. The high end stays at the sort's, the
+# fallback on GPUs FlashInfer does not support. Logged: 0.53 GiB activation + non-torch for 256 × 152064
+# (Qwen2-7B, 0.10.1.1, "Using FlashInfer for top-p & top-k sampling"; 14 B gives 0.52 GiB + non-torch).
+FLASHINFER_SAMPLER_BYTES = (12.0, 14.0, 38.0)
+# When V1 samples with FlashInfer unasked: 0.9–0.11 whenever it is installed (topk_topp_sampler.py: an unset
+# VLLM_USE_FLASHINFER_SAMPLER means on), which the vllm/vllm-openai image does (docker/Dockerfile installs
+# FlashInfer into vllm-base) and a plain `pip install vllm` does not (an extra until 0.13); 0.12–0.20 only with
+# VLLM_USE_FLASHINFER_SAMPLER=1 ("Users must opt in explicitly"); from 0.21 by default again (envs.py
+# VLLM_USE_FLASHINFER_SAMPLER: bool = True), FlashInfer being a dependency from 0.13.
+FLASHINFER_OPT_IN: tuple[Version, Version] = ((0, 12, 0), (0, 21, 0))
+OFFICIAL_IMAGE = "vllm/vllm-openai"
 # Hidden-size bf16 tensors live at a decoder layer's peak (input, residual, norm output, attention and
 # all-reduce outputs): fitted with the gated-MLP term on V0 Llama-3.1-8B at 20k/29k batched tokens
 # (106 KiB/token logged, RTX 3090) and Qwen2.5-14B at 32k, TP 1 and TP 2 (distagentgc logs).
 HIDDEN_TENSORS = 6
+
+
+def flashinfer_sampler(version: Version | None, env: str | None, installed: bool) -> bool | None:
+    """Whether V1's profile samples with FlashInfer (FLASHINFER_OPT_IN); None where it depends on the install.
+
+    ``env`` is VLLM_USE_FLASHINFER_SAMPLER, ``installed`` whether the image is known to carry FlashInfer.
+    0.8.x turned it off with FlashInfer ≥ 0.2.3 (vllm==0.8.5 topk_topp_sampler.py), so what an 0.8 image
+    does depends on its FlashInfer: unknown.
+    """
+    v = version or NEWEST
+    value = (env or "").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return False
+    if v < (0, 9, 0):
+        return None
+    if FLASHINFER_OPT_IN[0] <= v < FLASHINFER_OPT_IN[1] and not value:
+        return False
+    return True if installed or v >= (0, 13, 0) else None
+
+
+def sampler_bytes(version: Version, v1: bool, flashinfer: bool | None) -> tuple[float, float, float]:
+    """(low, expected, high) bytes per vocabulary entry per dummy sequence at the sampler's peak."""
+    if not v1:
+        return V0_SAMPLER_BYTES
+    if flashinfer is None and version >= FLASHINFER_OPT_IN[0]:
+        flashinfer = version >= FLASHINFER_OPT_IN[1]
+    if flashinfer:
+        return FLASHINFER_SAMPLER_BYTES
+    return TRITON_SAMPLER_BYTES if version >= TRITON_SAMPLER_FROM else SAMPLER_BYTES
 
 
 def forward_bytes(tokens: int, hidden: int, intermediate: float, tp: int, spec: ModelSpec | None = None) -> float:
@@ -322,24 +384,30 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
 
     inter = float(getattr(spec, "intermediate_size", None) or 3.5 * shape.hidden_size)
     vocab = spec.vocab_size if spec else 128_000
-    s_lo, s_mid, s_hi = (V0_SAMPLER_BYTES if not v1 else
-                         TRITON_SAMPLER_BYTES if v >= TRITON_SAMPLER_FROM else SAMPLER_BYTES)
-    act = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid, spec)
-    act_lo = activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo, spec)
-    act_hi = activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi, spec)
-    vision = _vision_profile(req, spec, tokens, seqs, v1) / tp
+    s_lo, s_mid, s_hi = sampler_bytes(v, v1, req.flashinfer_sampler)
+    # The vision encoder's band: 0.75–1.5 × its counted peak, a count from one encoder's code applied to all
+    # (the two logged profiles, Qwen2-VL-2B on 0.10.2 and Llama-3.2-11B-Vision on V0, come within 4 % of it).
+    vision, kept = _vision_profile(req, spec, tokens, seqs, v1, tp, v)
+    act = with_encoder(activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid, spec),
+                       vision, kept)
+    act_lo = with_encoder(activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo, spec),
+                          0.75 * vision, kept)
+    act_hi = with_encoder(activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi, spec),
+                          1.5 * vision, kept)
     # NCCL, custom all-reduce and all-to-all buffers: any rank that talks to others (TP, or experts spread by DP).
     nt_lo, nt_mid, nt_hi = NON_TORCH_TP_MIB if tp > 1 or req.expert_split > g else NON_TORCH_MIB
     if (0, 6, 4) <= v < (0, 6, 5) or (v1 and (0, 7, 0) <= v < (0, 9, 1)):
         nt_lo, nt_mid = nt_lo + CUDA_CONTEXT_MIB, nt_mid + CUDA_CONTEXT_MIB
+    if nvls_buffers(req.gpu_product, tp):
+        nt_mid = min(nt_hi, nt_mid + NVLS_MIB)
     # Graph memory follows the activations of the captured batch: an MoE's active parameters, not its total.
     active = (spec.active_params if spec is not None and spec.active_params else req.params)
     graphs = 0.0 if req.enforce_eager else cuda_graph_mib(min(active, req.params), tp) * MIB
     graphs_counted = v >= (0, 20, 0)
-    mid = weights_per_gpu + kv_per_gpu + act + vision + nt_mid * MIB + (graphs if graphs_counted else 0.0)
+    mid = weights_per_gpu + kv_per_gpu + act + nt_mid * MIB + (graphs if graphs_counted else 0.0)
     certain = w_lo + kv_per_gpu
-    low_rest = act_lo + 0.5 * vision + nt_lo * MIB
-    high = (mid + (w_hi - weights_per_gpu) + (act_hi - act) + 0.5 * vision + (0.0 if graphs_counted else graphs)
+    low_rest = act_lo + nt_lo * MIB
+    high = (mid + (w_hi - weights_per_gpu) + (act_hi - act) + (0.0 if graphs_counted else graphs)
             + (nt_hi - nt_mid) * MIB)
     if not shape.known:
         # The weights are params × bytes whatever the shape; KV and activations are a guess.
@@ -351,10 +419,10 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
              "sequence" + (f" × {req.batch} reserved" if req.batch > 1 else ""),
              f"profile run of {tokens} batched tokens over {min(seqs, tokens)} sequences"]
     if vision:
-        notes.append(f"vision encoder profiled: {vision * tp / MIB / 1024:.1f} GiB")
+        notes.append(f"vision encoder profiled: {vision / MIB / 1024:.1f} GiB peak per GPU, before the LLM's")
     overhead = nt_mid * MIB + (graphs if graphs_counted else 0.0)
     return priced(req, weights=weights_per_gpu, kv=kv_per_gpu, overhead=overhead,
-                  activations=act + vision, mid=mid, low=low, high=high, kv_bytes_per_token=layout.bytes_per_token(),
+                  activations=act, mid=mid, low=low, high=high, kv_bytes_per_token=layout.bytes_per_token(),
                   shape_known=shape.known,
                   engine=f"vllm {'.'.join(map(str, req.engine_version)) if req.engine_version else 'newest'}",
                   notes=notes)
@@ -399,35 +467,110 @@ def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, versio
 BLOCK = 16
 
 
-# Activation bytes per patch per unit of vision width in an encoder pass (as for the LLM's layers).
-VISION_BYTES_PER_PATCH_WIDTH = 40
+# A ViT block's peak per patch per unit of encoder width w, counted on vllm==0.10.2
+# vllm/model_executor/models/qwen2_vl.py Qwen2VisionBlock.forward / Qwen2VisionMLP.forward: the residual and
+# norm2's output (2 B·w each) live beside fc1's output, QuickGELU's 1.702·x temporary and its sigmoid
+# (2 B·4w each: QuickGELU.forward_native, which runs while compiled custom ops are off): 4 + 24 B per unit of
+# width, the MLP's share split by TP (ColumnParallelLinear fc1). The attention's peak (q/k/v copies and the
+# float32 rotary pass, apply_rotary_pos_emb_vision) is 26 B·w, below it (inference from the code path).
+VISION_HIDDEN_BYTES = 4.0
+VISION_MLP_BYTES = 24.0
+# The dummy pixels stay on the GPU in float32 through the whole profile run (profile_run keeps
+# batched_dummy_mm_inputs): 3 channels × 2 frames × 14² × 4 B per Qwen2-VL patch.
+VISION_PIXEL_BYTES = 3 * 2 * 14 * 14 * 4
+# Qwen-VL, Llama 4, Mistral 3, InternVL, Phi-3-vision and Phi-4-multimodal merge 2 × 2 patches into one LLM
+# token; the others, by their vLLM model files: Gemma 3 (gemma3_mm.py) average-pools SigLIP's 64² patches of an
+# 896-px image to 256 tokens, MiniCPM-V's resampler turns a 448-px slice's 32² patches into 64 queries, and
+# LLaVA (CLIP or SigLIP features) and Pixtral (patch tokens plus row breaks) keep one token per patch.
+PATCHES_PER_TOKEN = 4
+PATCHES_PER_TOKEN_BY_FAMILY: Mapping[str, int] = {
+    "gemma3": 16, "minicpm-v": 16, "llava": 1, "llava-next": 1, "llava-onevision": 1, "pixtral": 1,
+}
 
 
-def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, seqs: int, v1: bool) -> float:
-    """Activation bytes of the dummy images a multimodal model's profile run pushes through the encoder.
+@dataclass(frozen=True)
+class DummyVideo:
+    """A model whose largest dummy item is a video: what the profile encodes and caches for it."""
 
-    V1 profiles max(1, min(budget // item_tokens, max_num_seqs × limit_mm_per_prompt)) items, the
-    encoder budget being max(max_num_batched_tokens, item_tokens); V0 min(max_num_seqs,
-    max_num_batched_tokens // item_tokens) dummy sequences, each with its images.
+    item_tokens: int  # get_mm_max_tokens_per_item: the placeholder tokens it may take in the prompt
+    rows: int  # rows the encoder returns for it
+    patches: int  # patches it pushes through the encoder
+    width_factor: int  # encoder output width ÷ the LLM's hidden size
+
+
+# Qwen3-VL from 0.11.0 (vllm/model_executor/models/qwen3_vl.py): the video processor caps a video at
+# 25165824 px (size["longest_edge"]): 12288 tokens of 2 frames × 32² px, 49152 patches; get_max_video_tokens
+# counts 12.5 prompt tokens per video token for the timestamps (153600), more than an image's 16384, so the
+# video is what get_modality_with_max_tokens profiles. Qwen3_VisionTransformer.forward concatenates the merger
+# and three deepstack mergers' outputs: 4 × hidden per row.
+QWEN3_VL_VIDEO = DummyVideo(item_tokens=153600, rows=12288, patches=49152, width_factor=4)
+DUMMY_VIDEOS: Mapping[str, tuple[Version, DummyVideo]] = {"qwen3-vl": ((0, 11, 0), QWEN3_VL_VIDEO)}
+# 0.11.0–0.12.x profile_run widened each dummy output shorter than the item's tokens to a zeroed tensor of
+# encoder_budget (0.11) or max_tokens_per_item (0.12) rows before caching it ("encoder cache needs to store the
+# embeddings that encoder outputs are scattered onto"); 0.13.0 caches the outputs as they are.
+EXPANDED_CACHE: tuple[Version, Version] = ((0, 11, 0), (0, 13, 0))
+
+
+def vision_width(vision_params: float) -> float:
+    """The encoder's width from its size: a ViT of ~32 blocks of ≈ 12·w² parameters (Qwen2-VL: 1280)."""
+    return max(1024.0, (vision_params / 32 / 12) ** 0.5)
+
+
+def encoder_bytes_per_patch(vision_params: float, tp: int) -> float:
+    """Peak bytes per patch on one rank while the encoder runs (VISION_HIDDEN_BYTES, VISION_MLP_BYTES)."""
+    w = vision_width(vision_params)
+    return w * (VISION_HIDDEN_BYTES + VISION_MLP_BYTES / max(tp, 1)) + VISION_PIXEL_BYTES
+
+
+def with_encoder(forward: float, encoder_peak: float, kept: float) -> float:
+    """The profile's peak when the vision encoder runs before the LLM: max, not sum.
+
+    V1 (vllm/v1/worker/gpu_model_runner.py profile_run, vllm==0.10.2–0.33.0) runs
+    ``get_multimodal_embeddings`` / ``embed_multimodal`` on the dummy batch, keeps only its outputs in
+    ``encoder_cache`` (and the dummy pixels), then ``_dummy_run`` and the sampler; V0 (vllm==0.7.0
+    vllm/worker/model_runner.py and enc_dec_model_runner.py profile_run) runs one ``execute_model`` whose
+    forward encodes the images first (mllama.py get_cross_attention_states) and hands only their embeddings
+    to the decoder. Either way the encoder's temporaries are gone before the LLM's peak.
     """
-    image_tokens = int(getattr(spec, "max_image_tokens", 0) or 0) if spec else 0
-    vision_params = float(getattr(spec, "vision_params", 0) or 0) if spec else 0.0
-    if not image_tokens or not vision_params or req.mm_items == 0:
-        return 0.0
-    per_prompt = req.mm_items or 1
+    return max(forward + kept, encoder_peak)
+
+
+def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, seqs: int, v1: bool,
+                    tp: int, version: Version) -> tuple[float, float]:
+    """(encoder peak, bytes kept through the LLM's dummy run) of a multimodal model's profile, per GPU.
+
+    V1 (vllm==0.10.2 vllm/v1/worker/utils.py MultiModalBudget.get_max_items) encodes
+    max(1, min(budget // item_tokens, max_num_seqs × per-prompt items)) items of the largest size, the
+    budget being max(max_num_batched_tokens, item_tokens) (v1/core/encoder_cache_manager.py
+    compute_mm_encoder_budget) and per-prompt items max(1, min(limit, max_model_len // item_tokens)).
+    V0 (worker/model_runner.py profile_run) min(max_num_seqs, max_num_batched_tokens // item_tokens) dummy
+    sequences, each with its images; encoder-decoder Mllama (enc_dec_model_runner.py profile_run)
+    max_num_seqs sequences with one 4-tile image each, whose 6404 tokens are patches, unmerged.
+    """
+    image_tokens = int(spec.max_image_tokens or 0) if spec is not None else 0
+    vision_params = float(spec.vision_params or 0) if spec is not None else 0.0
+    if spec is None or not image_tokens or not vision_params or req.mm_items == 0:
+        return 0.0, 0.0
+    limit = req.mm_items or 1
+    per_token = PATCHES_PER_TOKEN_BY_FAMILY.get(spec.family or "", PATCHES_PER_TOKEN)
+    item_tokens, rows, patches, width = image_tokens, image_tokens, image_tokens * per_token, 1
+    since, video = DUMMY_VIDEOS.get(spec.family or "", ((99, 0, 0), None))
+    if v1 and video is not None and version >= since and video.item_tokens > image_tokens:
+        item_tokens, rows, patches, width = video.item_tokens, video.rows, video.patches, video.width_factor
     if v1:
-        budget = max(tokens, image_tokens)
-        items = max(1, min(budget // image_tokens, seqs * per_prompt))
-    elif spec is not None and (spec.family or "").endswith("-vision"):
-        # Encoder-decoder Mllama in V0 profiles max_num_seqs sequences, each with its images; its image
-        # tokens are already patches (4 tiles × 1601).
-        return float(seqs * per_prompt * image_tokens * max(1024.0, (vision_params / 32 / 12) ** 0.5)
-                     * VISION_BYTES_PER_PATCH_WIDTH)
+        per_prompt = max(1, min(limit, req.context // item_tokens))
+        budget = max(tokens, item_tokens)
+        items = max(1, min(budget // item_tokens, seqs * per_prompt))
+        if EXPANDED_CACHE[0] <= version < EXPANDED_CACHE[1]:
+            rows = max(rows, budget if version < (0, 12, 0) else item_tokens)
+    elif (spec.family or "").endswith("-vision"):
+        items, patches = seqs * limit, image_tokens
     else:
-        items = max(1, min(seqs, tokens // image_tokens)) * per_prompt
-    # A ViT keeps ~4 patches per merged LLM token; its width from its size (≈ 12·L·w², L ≈ 32).
-    width = max(1024.0, (vision_params / 32 / 12) ** 0.5)
-    return float(items * image_tokens * 4 * width * VISION_BYTES_PER_PATCH_WIDTH)
+        items = max(1, min(seqs, tokens // image_tokens)) * limit
+    peak = items * patches * encoder_bytes_per_patch(vision_params, tp)
+    # The encoder's outputs (rows of the LLM's hidden size, or wider) and the float32 pixels outlive it.
+    kept = items * (rows * spec.hidden_size * width * 2.0 + patches * VISION_PIXEL_BYTES)
+    return float(peak), float(kept)
 
 
 def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, utilization: float

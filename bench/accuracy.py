@@ -169,7 +169,9 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     if engine == "vllm":
         util = _float(config.get("gpu_memory_utilization")) or vllm_engine.default_utilization(priced_version)
     elif engine == "sglang":
-        util = _float(config.get("mem_fraction_static")) or sglang_engine.default_mem_fraction(tp)
+        util = _float(config.get("mem_fraction_static")) or (
+            sglang_engine.StaticFraction(priced_version or sglang_engine.NEWEST, tp, pp)(total * 1024) if total
+            else sglang_engine.default_mem_fraction(tp, priced_version))
     elif engine == "tgi":
         util = _float(config.get("cuda_memory_fraction")) or 1.0
     else:

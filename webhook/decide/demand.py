@@ -6,7 +6,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..cluster.dra import DraView, Request, pod_claims
 from ..config import Config, PlacementMode
@@ -61,6 +61,14 @@ class DeclarationError(ValueError):
         super().__init__(f"{where}: {value!r} is not valid; {accepted}")
 
 
+class UtilRule(Protocol):
+    """An engine's usable share of a GPU by its memory (MiB), and the smallest GPU that holds a need."""
+
+    def __call__(self, gpu_mib: float) -> float: ...
+
+    def floor_mib(self, per_gpu_mib: float) -> int: ...
+
+
 @dataclass(frozen=True)
 class Demand:
     """A GPU workload's need, as admission, the extender and the CLI all see it."""
@@ -76,6 +84,8 @@ class Demand:
     estimate: Estimate | None = None
     explicit_vram_mib: int | None = None
     utilization: float = 1.0
+    # Where the engine sets its share by the GPU's memory (SGLang): ``utilization`` is then the unknown-GPU figure.
+    util_rule: UtilRule | None = None
     cuda: CudaVersion | None = None
     placement: PlacementMode | None = None
     warnings: tuple[str, ...] = field(default=())
@@ -520,7 +530,12 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
                         f"{flag} {gpus * group} to split it over all {gpus * group} GPUs")
     est = estimate(req)
     util = util_declared or default_util(engine, config, workload, tp or model_gpus, req.engine_version)
-    return done(model=model, spec=spec, estimate=est, utilization=util)
+    rule = None
+    if engine == sglang.NAME and not util_declared and workload != "training":
+        # SGLang sets its share by the GPU's memory: judged per node (the TP table is the unknown-GPU figure).
+        rule = sglang.StaticFraction(req.engine_version or sglang.NEWEST, tp or model_gpus, pp, dp or 1,
+                                     settings.flag("dp_attention"), settings.value("speculative"))
+    return done(model=model, spec=spec, estimate=est, utilization=util, util_rule=rule)
 
 
 def workload_found_is_inference(ann: dict[str, str], settings: Settings) -> bool:
@@ -773,7 +788,7 @@ def default_util(engine: str, config: Config, workload: Workload, tp: int, versi
         # NIM's vLLM backend: its own NIM_GPU_MEMORY_UTILIZATION default is 0.9, whatever the NIM version.
         return vllm_engine.default_utilization(version) if engine == vllm_engine.NAME else 0.9
     if engine == sglang.NAME:
-        return sglang.default_mem_fraction(tp)
+        return sglang.default_mem_fraction(tp, version)
     if engine == tgi.NAME:
         return 0.98  # cuda_memory_fraction 1.0, less the blocks TGI keeps back in warm-up
     if engine in (llamacpp.NAME, ollama.NAME):

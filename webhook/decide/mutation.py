@@ -43,6 +43,8 @@ def node_vram_floor_mib(demand: Demand) -> int | None:
     per_gpu = demand.min_per_gpu_mib
     if per_gpu is None:
         return None
+    if demand.util_rule is not None:
+        return max(demand.util_rule.floor_mib(per_gpu), 1)
     util = demand.utilization or 1.0
     floor = math.ceil(per_gpu / util - 1e-9)
     while floor * util < per_gpu:  # guard against float rounding: fit() checks per_gpu <= vram * util

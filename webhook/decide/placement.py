@@ -17,7 +17,7 @@ from ..engines.parallel import spanning_layouts
 from ..models.vram import EstimateRequest, round_context
 from ..units.cuda import CudaVersion, format_cuda, min_driver_major
 from ..units.precision import DOWNGRADES, PRECISIONS
-from .demand import Demand
+from .demand import Demand, UtilRule
 
 MAX_SCORE = 10
 
@@ -53,11 +53,22 @@ class Need:
     cuda: CudaVersion | None = None
     expected_mib: int | None = None  # the estimate's middle, for scores and warnings
     claims: tuple[Request, ...] = ()  # DRA device requests: judged on each node's devices, not nvidia.com/gpu
+    # The engine's usable share by the GPU's memory, where the engine sets it so (SGLang's mem_fraction_static);
+    # ``utilization`` is then the figure for a GPU not yet known.
+    util_rule: UtilRule | None = None
 
     @classmethod
     def of(cls, demand: Demand) -> Need:
         return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib,
-                   demand.claims)
+                   demand.claims, demand.util_rule)
+
+    def util_on(self, vram_mib: float) -> float:
+        """The share of a GPU of ``vram_mib`` MiB the engine uses."""
+        rule = self.util_rule
+        return self.utilization if rule is None or vram_mib <= 0 else rule(vram_mib)
+
+    def usable_on(self, vram_mib: float) -> float:
+        return vram_mib * self.util_on(vram_mib)
 
     @property
     def expected(self) -> int | None:
@@ -106,7 +117,7 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
         return replace(node, capacity=0, allocatable=0, labelled=False, plugin_missing=False, labelled_count=0,
                        vram_mib=0, dra=(), unhealthy_gpus=0)
     per = need.per_gpu_mib
-    big = [d for d in devices if per is None or d.memory_mib <= 0 or d.memory_mib * need.utilization >= per]
+    big = [d for d in devices if per is None or d.memory_mib <= 0 or need.usable_on(d.memory_mib) >= per]
     if len(big) >= need.gpus:
         chosen = big
         known = [d.memory_mib for d in big if d.memory_mib > 0]
@@ -126,7 +137,7 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
 
 
 def usable_mib(node: NodeGPUs, need: Need) -> float:
-    return node.vram_mib * need.utilization
+    return need.usable_on(node.vram_mib)
 
 
 def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = False) -> NodeFit:
@@ -153,7 +164,7 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
         return NodeFit(
             name, Code.VRAM_TOO_SMALL,
             f"needs {_gib(need.per_gpu_mib)} GiB per GPU, {node.product or 'GPU'} has {_gib(node.vram_mib)} GiB"
-            + (f" ({need.utilization:g} usable)" if need.utilization < 1 else ""),
+            + (f" ({util:g} usable)" if (util := need.util_on(node.vram_mib)) < 1 else ""),
         )
     min_driver = need.min_driver
     if min_driver is not None and node.driver_major is not None and node.driver_major < min_driver:
@@ -177,7 +188,7 @@ def fits_ever(need: Need, node: NodeGPUs) -> bool:
     if count < need.gpus:
         return False
     per_gpu = need.per_gpu_mib
-    if per_gpu is not None and node.vram_mib > 0 and per_gpu > node.vram_mib * need.utilization:
+    if per_gpu is not None and node.vram_mib > 0 and per_gpu > need.usable_on(node.vram_mib):
         return False
     min_driver = need.min_driver
     return not (min_driver is not None and node.driver_major is not None and node.driver_major < min_driver)
@@ -294,9 +305,9 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
     if need.per_gpu_mib is not None and largest.vram_mib > 0 and too_small and not _vram_ok_anywhere(need, gpu_nodes):
         tips = suggestions(demand, gpu_nodes)
         usable = ""
-        if need.utilization < 1:
-            usable = f", {_gib(largest.vram_mib * need.utilization)} GiB usable at gpu-memory-utilization " \
-                     f"{need.utilization:g}"
+        if (largest_util := need.util_on(largest.vram_mib)) < 1:
+            usable = f", {_gib(largest.vram_mib * largest_util)} GiB usable at gpu-memory-utilization " \
+                     f"{largest_util:g}"
         msg = (f"{who}: needs {_gib(need.expected or need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}"
                f"{_at_least(need)}); the largest GPU in the cluster has {_gib(largest.vram_mib)} GiB "
                f"({largest.name}, {largest.product or 'unknown product'}{usable}). "
@@ -356,22 +367,22 @@ def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: N
     est = demand.estimate
     if est is not None and best.vram_mib > 0 and est.request.engine is not None:
         on_best = run_estimate(on_gpu(est.request, best))
-        if on_best.per_gpu_mib <= best.vram_mib * need.utilization:
+        if on_best.per_gpu_mib <= need.usable_on(best.vram_mib):
             return ClusterVerdict(True, Code.FITS, "fits", best_node=best.name)
         expected = on_best.per_gpu_mib
     engine = f" ({est.engine})" if est is not None else ""
     msg = (f"{demand.view.ref}: may not fit: expected {_gib(expected)} GiB per GPU{engine}, "
-           f"{best.product or best.name} offers {_gib(best.vram_mib * need.utilization)} GiB usable; "
+           f"{best.product or best.name} offers {_gib(need.usable_on(best.vram_mib))} GiB usable; "
            f"admitted because the low end of the estimate ({_gib(need.per_gpu_mib)} GiB) fits")
     if est is not None:
         kv = est.kv_cache_mib / max(est.request.gpus, 1)
-        measured = chance_to_fit(est.request.engine, expected, kv, best.vram_mib * need.utilization)
+        measured = chance_to_fit(est.request.engine, expected, kv, need.usable_on(best.vram_mib))
         if measured is not None:
             chance, logs = measured
             msg += (f"; measured chance it starts: {chance:.0%} (vramgate's error on {logs} published "
                     f"{est.request.engine} start-up logs, docs/accuracy.md)")
     if est is not None and est.engine.startswith("ollama"):
-        share = max(0.0, 1 - best.vram_mib * need.utilization / expected)
+        share = max(0.0, 1 - need.usable_on(best.vram_mib) / expected)
         msg = (f"{demand.view.ref}: Ollama will run about {share:.0%} of the model on the CPU (slower, not a failure): "
                f"it needs {_gib(expected)} GiB, {best.product or best.name} offers {_gib(best.vram_mib)} GiB")
     return ClusterVerdict(True, Code.FITS, msg, best_node=first.name)
@@ -473,14 +484,21 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
     return [s.text for s in structured_suggestions(demand, nodes)]
 
 
+def _util_on_largest(demand: Demand, nodes: Sequence[NodeGPUs]) -> float:
+    """The demand's usable share on the cluster's largest GPU (one figure for the fixes' arithmetic)."""
+    if demand.util_rule is None:
+        return demand.utilization
+    return Need.of(demand).util_on(max(n.vram_mib for n in nodes))
+
+
 def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Suggestion]:
     """:func:`suggestions` with the semantic changes behind each text (for `vramgate check` fixes)."""
     est = demand.estimate
-    util = demand.utilization
     if est is None:
         most = max(n.capacity for n in nodes)
         return [Suggestion(f"lower vramgate.io/vram, or request up to {most} GPUs to split it")]
     largest = max(nodes, key=lambda n: n.vram_mib)
+    util = _util_on_largest(demand, nodes)
     # Every change is priced on the GPU it targets, so a fix for a 24 GiB GPU uses that GPU's engine defaults.
     req = on_gpu(est.request, largest)
     engine = req.engine
@@ -560,7 +578,7 @@ def fewer_gpus_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
     if est is None or not nodes or demand.group_size > 1:
         return []
     req = est.request
-    util = demand.utilization
+    util = _util_on_largest(demand, nodes)
     most = max(n.capacity for n in nodes)
     if most >= demand.gpus:
         return []

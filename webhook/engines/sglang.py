@@ -9,7 +9,10 @@ vramgate still asks for one ``context_length`` sequence unless the user says oth
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..models.catalog import ModelSpec
 from ..models.vram import Estimate, EstimateRequest
@@ -60,6 +63,7 @@ SETTINGS: Mapping[str, Setting] = {
     "a2a": Setting(("--moe-a2a-backend",)),
     "deepep": Setting(("--enable-deepep-moe",)),
     "util": Setting(("--mem-fraction-static",)),
+    "speculative": Setting(("--speculative-algorithm",)),
     "kv_dtype": Setting(("--kv-cache-dtype",)),
     "max_seqs": Setting(("--max-running-requests",)),
     "batched_tokens": Setting(("--chunked-prefill-size",)),
@@ -83,17 +87,141 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
     return read_settings(settings, SETTINGS, parse_argv(words, OPTIONS), env)
 
 
-def default_mem_fraction(tp: int, gpu_mib: float | None = None) -> float:
-    """``mem_fraction_static`` when unset (server_args.py): 0.88 on one GPU down to 0.79 at TP 8 and beyond."""
+def default_mem_fraction(tp: int, version: Version | None = None) -> float:
+    """``mem_fraction_static`` when unset and the GPU is not known: the tensor-parallel table of server_args.py.
+
+    0.3.0: TP 8 → 0.83; 0.3.6: 0.82; from 0.4.0: 0.81 (0.79 from TP 16, 0.85 from 4, 0.87 from 2, else 0.88).
+    From 0.4.6 this table holds for GPUs up to 80 GiB only; on a known GPU :class:`StaticFraction` is the rule.
+    """
     if tp >= 16:
         return 0.79
     if tp >= 8:
-        return 0.81
+        v = version or NEWEST
+        return 0.83 if v < (0, 3, 6) else 0.82 if v < (0, 4, 0) else 0.81
     if tp >= 4:
         return 0.85
     if tp >= 2:
         return 0.87
     return 0.88
+
+
+_MIB_PER_GIB = 1024
+
+
+@dataclass(frozen=True)
+class StaticFraction:
+    """``mem_fraction_static`` as SGLang sets it when unset, for one server's flags, by the GPU's memory (MiB).
+
+    ``sglang/srt/server_args.py`` (docs/engine-sources-others.md §2.1–2.2 quotes each version):
+    - before 0.4.6: the tensor-parallel table (:func:`default_mem_fraction`), whatever the GPU;
+    - 0.4.6–0.4.7 (``__post_init__``): the table up to 81,920 MiB, above it ``(gpu − 13 GiB) / gpu`` (0.4.7's
+      extra rules for > 96 GiB are not modelled: 0.4.6's is used);
+    - 0.4.8–0.5.2: ``(gpu − reserved) / gpu`` rounded to 3 places, reserved by the GPU's class: (2.8 + TP·PP/10)
+      GiB below 35 GiB, (9.5 + TP·PP/2) below 90, (12 + TP·PP/2) below 160, 32 GiB above; +2 GiB with
+      speculative decoding, +4 GiB with DP attention;
+    - 0.5.3 on (``_handle_gpu_memory_settings``): reserved = 512 MiB + 1.5 × max(chunked prefill, 2048) + 2 ×
+      cuda_graph_max_bs + TP·PP/8 GiB (+ 3 × cuda_graph_max_bs × DP with DP attention, and 1.5 × more past 300),
+      at least 10 GiB on GPUs over 60 GiB, + 6 GiB (STANDALONE) or 2 GiB (other draft models) with speculative
+      decoding; chunked prefill and cuda_graph_max_bs are the GPU class's defaults (§2.2).
+    The multimodal adjustment (× 0.90 in 0.4.9, ``adjust_mem_fraction_for_vlm`` later) is not applied: it would
+    only lower the share, and the estimate must not reject what runs.
+    """
+
+    version: Version
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    dp_attention: bool = False
+    speculative: str | None = None
+
+    def __call__(self, gpu_mib: float) -> float:
+        """The fraction on a GPU of ``gpu_mib`` MiB."""
+        reserved = self.reserved_mib(gpu_mib)
+        if reserved is None:
+            return default_mem_fraction(self.tp, self.version)
+        return round((gpu_mib - reserved) / gpu_mib, 3) if gpu_mib > reserved else 0.0
+
+    def reserved_mib(self, gpu_mib: float) -> float | None:
+        """MiB SGLang keeps out of the static fraction on this GPU; None where the fraction is the TP table."""
+        v, g = self.version, gpu_mib
+        if v < (0, 4, 6) or g <= 0:
+            return None
+        if v < (0, 4, 8):
+            return None if g <= 81920 else 13.0 * _MIB_PER_GIB
+        parallel = self.tp * self.pp
+        if v < (0, 5, 3):
+            if g < 35 * _MIB_PER_GIB:
+                reserved = 2.8 + parallel / 10
+            elif g < 90 * _MIB_PER_GIB:
+                reserved = 9.5 + parallel / 2
+            elif g < 160 * _MIB_PER_GIB:
+                reserved = 12 + parallel / 2
+            else:
+                reserved = 32.0
+            reserved += (2.0 if self.speculative else 0.0) + (4.0 if self.dp_attention else 0.0)
+            return reserved * _MIB_PER_GIB
+        chunked, graph_bs = self._gpu_defaults(g)
+        if self.dp_attention and self.dp > 1:
+            chunked //= self.dp
+        mib = 512 + max(chunked, 2048) * 1.5 + graph_bs * 2 + parallel / 8 * _MIB_PER_GIB
+        if self.dp_attention:
+            mib += graph_bs * self.dp * 3 + (graph_bs * self.dp * 1.5 if graph_bs > 300 else 0.0)
+        if g > 60 * _MIB_PER_GIB:
+            mib = max(mib, 10.0 * _MIB_PER_GIB)
+        if self.speculative == "STANDALONE":
+            mib += 6 * _MIB_PER_GIB
+        elif self.speculative and self.speculative != "NGRAM":
+            mib += 2 * _MIB_PER_GIB
+        return mib
+
+    def _gpu_defaults(self, gpu_mib: float) -> tuple[int, int]:
+        """(chunked_prefill_size, cuda_graph_max_bs) SGLang 0.5.3+ picks for this GPU class (§2.2)."""
+        small_tp = self.tp < 4
+        if gpu_mib < 20 * _MIB_PER_GIB:
+            return 2048, 8
+        if gpu_mib < 35 * _MIB_PER_GIB:
+            return 2048, (16 if self.version < (0, 5, 5) else 24) if small_tp else 80
+        if gpu_mib < 60 * _MIB_PER_GIB:
+            return 4096, 32 if small_tp else 160
+        if gpu_mib < 160 * _MIB_PER_GIB:
+            return 8192, 256 if small_tp else 512
+        return 16384, 512
+
+    def usable_mib(self, gpu_mib: float) -> float:
+        return gpu_mib * self(gpu_mib)
+
+    def floor_mib(self, per_gpu_mib: float) -> int:
+        """The smallest GPU (MiB) whose static fraction holds ``per_gpu_mib`` (the VRAM affinity's floor).
+
+        Within one GPU class the usable share grows with the GPU (but for the fraction's rounding to 3 places);
+        across a class boundary it can drop (0.5.3+ reserves at least 10 GiB above 60 GiB), so the first class
+        that holds it gives the floor, and a larger GPU of a stingier class may still be too small: the extender
+        and admission judge each node exactly.
+        """
+        return _floor(self, per_gpu_mib)
+
+
+@functools.lru_cache(maxsize=4096)
+def _floor(rule: StaticFraction, per_gpu_mib: float) -> int:
+    for lo, hi in _CLASS_BOUNDS:
+        reserved = rule.reserved_mib(max(lo, 1.0))
+        if reserved is None:
+            start = per_gpu_mib / default_mem_fraction(rule.tp, rule.version)
+        else:
+            # Rounding the fraction to 3 places gains at most 0.0005 of the GPU: no smaller GPU can hold it.
+            start = (per_gpu_mib + reserved) / 1.0005
+        mib = max(math.floor(lo), math.floor(start), 1)
+        while mib < hi and rule.usable_mib(mib) < per_gpu_mib:
+            mib += 1
+        if mib < hi:
+            return mib
+    return math.ceil(per_gpu_mib / default_mem_fraction(rule.tp, rule.version))
+
+
+# GPU classes (MiB) where SGLang's reserve is one figure: the boundaries of every version's rule above.
+_CLASS_BOUNDS: tuple[tuple[float, float], ...] = tuple(zip(
+    (0.0, 20 * 1024.0, 35 * 1024.0, 60 * 1024.0, 81920.0, 90 * 1024.0, 160 * 1024.0),
+    (20 * 1024.0, 35 * 1024.0, 60 * 1024.0, 81920.0, 90 * 1024.0, 160 * 1024.0, math.inf), strict=True))
 
 
 # The pool is ``F0 × mem_fraction_static − weights``, F0 being the memory free once torch.distributed is up

@@ -190,3 +190,27 @@ def test_a_layout_needs_as_many_nodes_as_the_inventory_has(capsys: pytest.Captur
     code, out, _ = run(capsys, "fit", "--model", "meta-llama/Llama-3.1-405B-Instruct", "--context", "32768",
                        "--nodes", str(one))
     assert code == 0 and "LeaderWorkerSet" not in out and " no " in out
+
+
+def test_sglang_rows_use_sglangs_own_share_of_each_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang sets mem_fraction_static by the GPU and the TP size: each row is judged with that share."""
+    from webhook.engines.sglang import NEWEST, StaticFraction
+
+    code, out, _ = run(capsys, "fit", "--model", "Qwen/Qwen3-32B", "--context", "32768", "--engine", "sglang",
+                       "-o", "json")
+    assert code == 0
+    data = json.loads(out)
+    spec = builtin_catalog().resolve("Qwen/Qwen3-32B").spec  # type: ignore[union-attr]
+    req, _, _ = request_for(builtin_catalog(), "Qwen/Qwen3-32B", Config(), context="32768", engine="sglang")
+    for row in data["gpus"]:
+        assert row["fits"]
+        g, vram = row["gpus"], row["vram_mib"]
+        share = StaticFraction(NEWEST, g)(vram)
+        at = req.but(gpus=g, gpu_mib=vram, gpu_product=row["product"])
+        assert row["per_gpu_mib"] == estimate(at).per_gpu_mib <= vram * share
+        for smaller in (s for s in tp_sizes(spec, "sglang", g) if s < g):
+            assert estimate(at.but(gpus=smaller)).per_gpu_mib > vram * StaticFraction(NEWEST, smaller)(vram)
+    # A share the user gives is the share on every GPU.
+    code, out, _ = run(capsys, "fit", "--model", "Qwen/Qwen3-32B", "--context", "32768", "--engine", "sglang",
+                       "--gpu-memory-utilization", "0.85")
+    assert code == 0 and "0.85 of each GPU usable" in out.splitlines()[0]

@@ -11,7 +11,7 @@ fitting is admitted).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..cluster.inventory import NodeGPUs
 from ..config import Config
 from ..decide.demand import default_util as default_utilization
 from ..engines import estimate, max_context, parse_version, suggest
+from ..engines import sglang as sglang_engine
 from ..engines import vllm as vllm_engine
 from ..engines.parallel import spanning_layouts
 from ..engines.precision import resolve_precision
@@ -100,6 +101,7 @@ class Plan:
     utilization: float
     inventory: str  # "built-in list of common GPUs" or the inventory's description
     rows: list[KindFit] = field(default_factory=list)
+    by_gpu: bool = False  # the engine sets its share by the GPU (SGLang): each row's ``usable`` says it
 
 
 def common_kinds() -> list[GPUKind]:
@@ -166,7 +168,19 @@ def _concurrency(req: EstimateRequest, spec: ModelSpec | None, vram_mib: int, ut
     return pool / 1024, (max(0.0, pool) / kv_seq if kv_seq else None)
 
 
-def fit_kind(req: EstimateRequest, kind: GPUKind, utilization: float) -> KindFit:
+# The engine's share of a GPU by (GPUs the model spans, the GPU's MiB), where it depends on them (SGLang).
+Share = Callable[[int, float], float]
+
+
+def engine_share(req: EstimateRequest) -> Share | None:
+    """SGLang's own ``mem_fraction_static`` rule for this version (engines/sglang.py), or None: one figure."""
+    if req.engine != sglang_engine.NAME:
+        return None
+    version = req.engine_version or sglang_engine.NEWEST
+    return lambda gpus, gpu_mib: sglang_engine.StaticFraction(version, gpus)(gpu_mib)
+
+
+def fit_kind(req: EstimateRequest, kind: GPUKind, utilization: float, share: Share | None = None) -> KindFit:
     """The answer for one GPU kind: ``req`` carries the model, precision, engine and asked context."""
     spec = req.spec
     engine = req.engine or "vllm"
@@ -177,6 +191,9 @@ def fit_kind(req: EstimateRequest, kind: GPUKind, utilization: float) -> KindFit
         return KindFit(kind, False, None, None, 0.0, None, None, None, "", "VRAM per GPU unknown")
     for g in sizes:
         at = base.but(gpus=g)
+        if share is not None:
+            utilization = share(g, kind.vram_mib)
+            usable = kind.vram_mib * utilization
         need = estimate(at).per_gpu_mib
         if need <= usable:
             ctx_max = max_context(at.but(context=max(req.context, spec.context if spec else req.context)), usable)
@@ -226,10 +243,14 @@ def _multi_node(req: EstimateRequest, base: EstimateRequest, kind: GPUKind, per_
     return None
 
 
-def plan(req: EstimateRequest, kinds: Sequence[GPUKind], utilization: float, model: str, inventory: str) -> Plan:
+def plan(req: EstimateRequest, kinds: Sequence[GPUKind], utilization: float, model: str, inventory: str, *,
+         by_gpu: bool = True) -> Plan:
+    """Every kind's answer. ``by_gpu``: where the engine sets its share by the GPU (SGLang), use its rule
+    per kind and GPU count rather than ``utilization`` (False when the user gave the share)."""
+    share = engine_share(req) if by_gpu else None
     out = Plan(model, req.params, req.precision, req.engine or "vllm", req.engine_version, req.context,
-               utilization, inventory)
-    out.rows.extend(fit_kind(req, k, utilization) for k in kinds)
+               utilization, inventory, by_gpu=share is not None)
+    out.rows.extend(fit_kind(req, k, utilization, share) for k in kinds)
     return out
 
 
@@ -237,11 +258,18 @@ def _gib(mib: float) -> str:
     return f"{mib / 1024:.1f}"
 
 
+def share_text(p: Plan) -> str:
+    """How much of each GPU the plan counts usable, in words."""
+    if p.by_gpu:
+        return f"{p.engine}'s own share of each GPU by its memory and the GPUs ({p.utilization:g} where unknown)"
+    return f"{p.utilization:g} of each GPU usable"
+
+
 def render_table(p: Plan) -> str:
     """The plan as a table, one GPU kind a line."""
     version = ".".join(map(str, p.engine_version)) if p.engine_version else "newest"
     lines = [f"{p.model}: {p.params / 1e9:.3g}B parameters, {p.precision}, {p.engine} {version}, "
-             f"context {p.context}, {p.utilization:g} of each GPU usable ({p.inventory})"]
+             f"context {p.context}, {share_text(p)} ({p.inventory})"]
     header = ("GPU", "VRAM", "NODES", "FITS", "GPUS", "PER-GPU", "MAX-CONTEXT", f"SEQS@{p.context}", "FLAGS")
     rows: list[tuple[str, ...]] = [header]
     for r in p.rows:

@@ -363,7 +363,7 @@ def cmd_fit(args: argparse.Namespace, config: Config) -> int:
         where = f"inventory {args.nodes or 'from the cluster'}"
     else:
         kinds, where = fit.common_kinds(), "built-in list of common GPUs, 8 per node"
-    result = fit.plan(req, kinds, util, name, where)
+    result = fit.plan(req, kinds, util, name, where, by_gpu=args.gpu_memory_utilization is None)
     if args.output == "json":
         print(json.dumps(fit.render_json(result), indent=2))
     else:

@@ -156,7 +156,7 @@ def render(state: AppState, fit_html: str = "", form: dict[str, str] | None = No
 
 def render_fit(state: AppState, model: str, context: str, engine: str) -> str:
     """The planner's table for the inventory's GPU kinds, or the one-line reason the input is bad."""
-    from ..advise.fit import FitError, kinds_of, plan, request_for
+    from ..advise.fit import FitError, kinds_of, plan, request_for, share_text
 
     try:
         req, util, name = request_for(state.catalog, model[:MAX_MODEL_CHARS], state.config, engine=engine,
@@ -171,6 +171,6 @@ def render_fit(state: AppState, model: str, context: str, engine: str) -> str:
              f"{r.concurrency:.1f}" if r.concurrency is not None else "-",
              f"<code>{escape(r.flags)}</code>" if r.fits else escape(r.reason)] for r in result.rows]
     head = (f"<p id=fit-summary>{escape(name)}: {req.params / 1e9:.3g}B parameters, {escape(req.precision)}, "
-            f"{escape(result.engine)}, context {req.context}, {util:g} of each GPU usable</p>")
+            f"{escape(result.engine)}, context {req.context}, {escape(share_text(result))}</p>")
     return head + _table(("GPU", "VRAM", "fits", "GPUs", "per GPU", "max context", f"seqs@{req.context}",
                           "flags"), rows, frozenset({1, 3, 4, 5, 6}), "fit")

@@ -191,6 +191,8 @@ def residuals(case: Case) -> list[Residual]:
     rep = case.reported
     out: list[tuple[str, float | None, float]] = []
     weights = est.weights_mib / g / 1024
+    if case.engine == "ollama":  # Ollama's log prints the whole model's figures, GPU and CPU layers together
+        weights = ollama_engine.weights_total_bytes(case.request, case.spec) / GIB
     logged_weights = _float(rep.get("weights_gib"))
     if logged_weights is None and case.engine == "sglang":
         logged_weights = _float(rep.get("weights_gb"))  # SGLang's "GB" is bytes / 2^30
@@ -230,7 +232,10 @@ def residuals(case: Case) -> list[Residual]:
     if case.engine in ("llamacpp", "ollama"):
         kv_mib = _float(rep.get("kv_buffer_mib")) or _float(rep.get("kv_self_mib"))
         kv_gib = kv_mib / 1024 if kv_mib is not None else _float(rep.get("required_kv_gib"))
-        out.append(("kv_gib", kv_gib, est.kv_cache_mib / 1024))
+        kv_pred = est.kv_cache_mib / 1024
+        if case.engine == "ollama":
+            kv_pred = ollama_engine.kv_total_bytes(case.request, case.spec) / GIB
+        out.append(("kv_gib", kv_gib, kv_pred))
     return [Residual(case.id, case.engine, case.band, name, logged, predicted)
             for name, logged, predicted in out
             if logged is not None and abs(logged) >= FLOOR[name] and math.isfinite(predicted)]

@@ -147,6 +147,8 @@ def case_of(entry: dict[str, Any]) -> Case | None:
         priced_version = (0, 10, 0) if v1 is not False else (0, 6, 3)
     tp = int(_float(config.get("tp") or config.get("num_shard")) or 1)
     pp = int(_float(config.get("pp")) or 1)
+    if engine == "ollama" and tp == 1:  # Ollama spreads its layers over every GPU it sees
+        tp = int(_float(gpu.get("count")) or 1)
     context = int(_float(config.get("max_model_len") or config.get("context") or config.get("n_ctx")
                          or config.get("num_ctx") or config.get("max_total_tokens")) or spec.context)
     if engine == "ollama" and not any(config.get(k) for k in ("context", "n_ctx", "num_ctx", "kv_size")):

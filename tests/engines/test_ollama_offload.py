@@ -70,3 +70,16 @@ def test_without_a_gpu_every_layer_is_charged() -> None:
     req = _req("qwen3-32b", context=4096)
     est = estimate(req)
     assert est.weights_mib == pytest.approx(ollama.weights_total_bytes(req, req.spec) / MIB)
+
+
+def test_a_model_that_fits_one_gpu_goes_on_one() -> None:
+    # server/sched.go pickBestFullFitByLibrary: a single GPU first; the whole model on it, not split.
+    one = estimate(_req("qwen3-32b", context=4096, gpu_mib=80 * 1024))
+    two = estimate(_req("qwen3-32b", context=4096, gpu_mib=80 * 1024, gpus=2))
+    assert two.per_gpu_mib == one.per_gpu_mib
+
+
+def test_a_model_too_large_for_one_gpu_spreads_over_all() -> None:
+    one = estimate(_req("qwen3-32b", precision="q6_k", context=32768, gpu_mib=24 * 1024))
+    three = estimate(_req("qwen3-32b", precision="q6_k", context=32768, gpu_mib=24 * 1024, gpus=3))
+    assert three.per_gpu_mib < one.per_gpu_mib and not any("layers on" in n for n in three.notes)

@@ -61,7 +61,12 @@ def default_context(version: Version | None) -> int:
 
 
 def default_parallel(version: Version | None) -> int:
-    """``OLLAMA_NUM_PARALLEL`` when unset: 1 (0.2–0.3 chose 4 when memory allowed)."""
+    """``OLLAMA_NUM_PARALLEL`` when unset: 1.
+
+    Before 0.10.0 unset meant "auto" (server/sched.go ``defaultParallel``: 4 in 0.2.0–0.6.6, 2 in
+    0.6.7–0.9.x), falling back to 1 when that many slots did not fit fully on the GPUs; vramgate
+    prices one slot there too (the fallback), which under-states a GPU-resident old Ollama's KV.
+    """
     return 1
 
 
@@ -206,6 +211,20 @@ def _gpu_resident(blocks: Sequence[float], output: float, kv: float, placement: 
     return best_w, best_kv
 
 
+def _placement(req: EstimateRequest, blocks: Sequence[float], output: float, graph: tuple[float, float]) -> Offload:
+    """One GPU when the whole model fits one, else all of them (server/sched.go@v0.9.2:pickBestFullFitByLibrary).
+
+    Without ``OLLAMA_SCHED_SPREAD`` Ollama first looks for a single GPU that holds every layer.
+    """
+    assert req.gpu_mib is not None
+    free = max(req.gpu_mib - CONTEXT_MIB, 0.0) * MIB
+    num_gpu = -1 if req.gpu_layers is None else req.gpu_layers
+    one = offload(blocks, output, [free], graph, num_gpu=num_gpu)
+    if one.full or req.gpus <= 1:
+        return Offload(one.per_gpu + (0,) * (max(req.gpus, 1) - 1), one.model_layers, one.graph_bytes)
+    return offload(blocks, output, [free] * req.gpus, graph, num_gpu=num_gpu)
+
+
 def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     """Weights, KV and graph of the layers Ollama would place on this GPU; the low end is the CPU spill's.
 
@@ -223,9 +242,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
         kv_gpu = kv * len(blocks) / g
         graph = full if g == 1 else partial
     else:
-        free = [max(req.gpu_mib - CONTEXT_MIB, 0.0) * MIB] * g
-        placement = offload([b + kv for b in blocks], output, free, (partial, full),
-                            num_gpu=-1 if req.gpu_layers is None else req.gpu_layers)
+        placement = _placement(req, [b + kv for b in blocks], output, (partial, full))
         weights, kv_gpu = _gpu_resident(blocks, output, kv, placement)
         graph = placement.graph_bytes if placement.layers else 0.0
         if not placement.full:

@@ -147,6 +147,8 @@ def case_of(entry: dict[str, Any]) -> Case | None:
         priced_version = (0, 10, 0) if v1 is not False else (0, 6, 3)
     tp = int(_float(config.get("tp") or config.get("num_shard")) or 1)
     pp = int(_float(config.get("pp")) or 1)
+    if engine == "ollama" and tp == 1:  # Ollama spreads its layers over every GPU it sees
+        tp = int(_float(gpu.get("count")) or 1)
     context = int(_float(config.get("max_model_len") or config.get("context") or config.get("n_ctx")
                          or config.get("num_ctx") or config.get("max_total_tokens")) or spec.context)
     if engine == "ollama" and not any(config.get(k) for k in ("context", "n_ctx", "num_ctx", "kv_size")):
@@ -193,6 +195,8 @@ def residuals(case: Case) -> list[Residual]:
     rep = case.reported
     out: list[tuple[str, float | None, float]] = []
     weights = est.weights_mib / g / 1024
+    if case.engine == "ollama":  # Ollama's log prints the whole model's figures, GPU and CPU layers together
+        weights = ollama_engine.weights_total_bytes(case.request, case.spec) / GIB
     logged_weights = _float(rep.get("weights_gib"))
     if logged_weights is None and case.engine == "sglang":
         logged_weights = _float(rep.get("weights_gb"))  # SGLang's "GB" is bytes / 2^30
@@ -232,7 +236,10 @@ def residuals(case: Case) -> list[Residual]:
     if case.engine in ("llamacpp", "ollama"):
         kv_mib = _float(rep.get("kv_buffer_mib")) or _float(rep.get("kv_self_mib"))
         kv_gib = kv_mib / 1024 if kv_mib is not None else _float(rep.get("required_kv_gib"))
-        out.append(("kv_gib", kv_gib, est.kv_cache_mib / 1024))
+        kv_pred = est.kv_cache_mib / 1024
+        if case.engine == "ollama":
+            kv_pred = ollama_engine.kv_total_bytes(case.request, case.spec) / GIB
+        out.append(("kv_gib", kv_gib, kv_pred))
     return [Residual(case.id, case.engine, case.band, name, logged, predicted)
             for name, logged, predicted in out
             if logged is not None and abs(logged) >= FLOOR[name] and math.isfinite(predicted)]

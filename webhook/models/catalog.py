@@ -135,6 +135,23 @@ class ModelSpec:
         whole = sum(out)
         return [s / whole for s in out] if whole else [1.0 / stages] * stages
 
+    def layer_shares(self) -> list[float]:
+        """Each block's share of the blocks' parameters: dense blocks first (``first_dense_layers``), then MoE."""
+        if self.layers <= 0:
+            return []
+        dense = self.layers - _moe_layer_count(self)
+        attention = _attention_params(self)
+        dense_mlp = _mlp_params(self.hidden_size, self.intermediate_size or 0, self.mlp)
+        moe = dense_mlp
+        if self.experts:
+            shared_size = (self.shared_expert_intermediate_size or self.moe_intermediate_size
+                           or self.intermediate_size or 0)
+            moe = (self.experts * _expert_params(self)
+                   + (self.shared_experts or 0) * _mlp_params(self.hidden_size, shared_size, self.mlp))
+        sizes = [attention + (dense_mlp if i < dense else moe) for i in range(self.layers)]
+        whole = sum(sizes)
+        return [s / whole for s in sizes] if whole else [1.0 / self.layers] * self.layers
+
     def native_16bit_params(self) -> float:
         """Parameters the native quantized checkpoint keeps in 16-bit besides the embeddings and the head.
 

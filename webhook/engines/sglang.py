@@ -23,7 +23,7 @@ from .serving import plan as serving_plan
 
 NAME = "sglang"
 IMAGE_REPOS = ("sglang",)
-NEWEST: Version = (0, 5, 0)
+NEWEST: Version = (0, 5, 7)  # the newest release whose server_args.py was read (docs/engine-sources-others.md)
 
 _VALUES = (
     "--model-path", "--tokenizer-path", "--host", "--port", "--dtype", "--quantization", "--kv-cache-dtype",

@@ -72,44 +72,45 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Set
 
 
 def default_context(version: Version | None) -> int | None:
-    """``max_total_tokens`` when unset: 2048 in 1.x, min(model, 4096) in 2.x; 3.x sizes it from free memory.
+    """``max_total_tokens`` when unset: 2048 in 1.x, min(model, 4096) in 2.0–2.4.0; then sized from free memory.
 
     launcher/src/main.rs@v1.4.5 (clap default 2048); @v2.0.0 ``max_default = 4096`` caps the model's
-    positions; @v3.0.0 leaves it to the server's warm-up. The caller caps it at the model's context.
+    positions; @v2.4.1 and 3.x leave it to the server's warm-up. The caller caps it at the model's context.
     """
     v = version or NEWEST
     if v < (2, 0, 0):
         return 2048
-    return 4096 if v < (3, 0, 0) else None
+    return 4096 if v < (2, 4, 1) else None
 
 
 def default_input_tokens(version: Version | None, context: int, spec: ModelSpec | None) -> int:
-    """``max_input_tokens`` when unset: 1024 before 2.0; then min(model positions, 4096) − 1, below the context.
+    """``max_input_tokens`` when unset: 1024 before 2.0; min(model positions, 4096) − 1 in 2.0–2.4.0; then context − 1.
 
     launcher/src/main.rs@v1.4.5 (clap default 1024); @v2.0.4 ``max_position_embeddings - 1`` with the
-    positions capped at 4096 (``max_default``); @v3.2.1 leaves it to the server, which takes
-    ``max_total_tokens - 1`` (server/.../flash_causal_lm.py@v3.2.1:warmup).
+    positions capped at 4096 (``max_default``); @v2.4.1 and 3.x leave it to the server, which takes
+    ``max_total_tokens - 1`` (models/flash_causal_lm.py@v3.2.1 ``warmup``).
     """
     v = version or NEWEST
     if v < (2, 0, 0):
         return min(1024, context - 1)
-    if v < (3, 0, 0):
+    if v < (2, 4, 1):
         positions = min(spec.context if spec else 4096, 4096)
         return max(1, min(positions - 1, context - 1))
     return max(1, context - 1)
 
 
 def default_prefill_tokens(version: Version | None, input_tokens: int) -> int:
-    """``max_batch_prefill_tokens`` when unset: 4096 before 2.0, ``max_input_tokens + 50`` in 2.x.
+    """``max_batch_prefill_tokens`` when unset: 4096 before 2.0, ``max_input_tokens + 50`` in 2.0–2.4.0.
 
-    launcher/src/main.rs@v1.4.5 (clap default 4096), @v2.0.4 (``max_input_tokens + 50``). 3.x picks a
-    compute-optimal size (4096 when it cannot tell; 8000 for Gemma 3) capped by free memory
-    (launcher/src/main.rs@v3.2.1 ``compute_optimal``/``vram_maximum``): priced at ``max_input_tokens + 1``.
+    launcher/src/main.rs@v1.4.5 (clap default 4096), @v2.0.4 (``max_input_tokens + 50``). 2.4.1 takes
+    min(4096, positions); 3.x a compute-optimal size (4096 when it cannot tell; 8000 for Gemma 3) capped by
+    free memory (launcher/src/main.rs@v3.2.1 ``compute_optimal``/``vram_maximum``): both priced at one
+    sequence, ``max_input_tokens + 1``, as before.
     """
     v = version or NEWEST
     if v < (2, 0, 0):
         return 4096
-    if v < (3, 0, 0):
+    if v < (2, 4, 1):
         return input_tokens + 50
     return input_tokens + 1
 
@@ -196,22 +197,35 @@ def with_warmup(est: Estimate, req: EstimateRequest, low: float, mid: float) -> 
 
 
 def wiggle_room(version: Version | None) -> float:
-    """The share of the memory free after the warm-up prefill that becomes KV blocks.
+    """The share TGI keeps of the memory it finds free after the warm-up prefill (the rest: CUDA graphs, slack).
 
-    models/flash_causal_lm.py@v1.4.1 ``warmup`` keeps 5 % back (``free_memory * 0.95``), 1.0–1.4.0 none;
-    3.x reads it from ``TGI_WIGGLE_ROOM`` (default 0.95, models/globals.py@v3.0.0).
+    models/flash_causal_lm.py ``warmup``: none before 1.4.1, ``free_memory * 0.95`` 1.4.1–2.2; then
+    ``TGI_WIGGLE_ROOM`` (models/globals.py): 0.95 @v2.3.0, 0.90 @v2.4.0, 0.95 @v3.0.0, 0.93 @v3.1.0,
+    0.90 @v3.3.0.
     """
-    return 0.95 if (version or NEWEST) >= (1, 4, 1) else 1.0
+    v = version or NEWEST
+    for since, share in (((3, 3, 0), 0.90), ((3, 1, 0), 0.93), ((3, 0, 0), 0.95), ((2, 4, 0), 0.90),
+                         ((1, 4, 1), 0.95)):
+        if v >= since:
+            return share
+    return 1.0
 
 
 def pool_tokens(est: Estimate, token_bytes: float, gpu_mib: float, fraction: float) -> int:
     """"Setting max batch total tokens to N": KV blocks from the memory left after the warm-up peak.
 
     models/flash_causal_lm.py@v2.0.4 ``warmup``: the memory free (× ``cuda_memory_fraction``) after the
-    prefill, with the allocator still holding its peak, × the wiggle room, plus the blocks the warm-up
+    prefill, with the allocator still holding its peak, less the wiggle room, plus the blocks the warm-up
     batch held. ``token_bytes``: one token's KV on one GPU.
     """
     if token_bytes <= 0:
         return 0
-    free = max(0.0, gpu_mib * fraction - est.per_gpu_mib) * wiggle_room(est.request.engine_version)
+    usable = gpu_mib * fraction
+    room = wiggle_room(est.request.engine_version)
+    # 3.x takes the room off the whole card (``get_free_memory(device, MEMORY_FRACTION * TGI_WIGGLE_ROOM)``
+    # @v3.0.0), 2.x and earlier off what is free.
+    if (est.request.engine_version or NEWEST) >= (3, 0, 0):
+        free = max(0.0, usable * room - est.per_gpu_mib)
+    else:
+        free = max(0.0, usable - est.per_gpu_mib) * room
     return int((free + est.kv_cache_mib / max(est.request.gpus, 1)) * 2**20 / token_bytes)

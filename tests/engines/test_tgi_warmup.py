@@ -64,13 +64,16 @@ def test_gemma3_dense_mask_only_on_3_2() -> None:
     kw: dict[str, object] = {"context": 32000, "gpus": 4, "prefill_tokens": 31000, "input_tokens": 30000}
     warm = tgi.warmup_batch(_req(spec, (3, 2, 1), **kw), spec)
     assert (warm.requests, warm.longest) == (2, 30000)
-    mask = tgi.dense_mask_bytes(_req(spec, (3, 2, 1), **kw), spec, warm)
-    assert mask == pytest.approx(2 * 30000**2 * 2 * (1 + 2 * 8))
-    assert tgi.dense_mask_bytes(_req(spec, (3, 3, 0), **kw), spec, warm) == 0.0
-    assert tgi.dense_mask_bytes(_req(_spec("meta-llama/Llama-3.1-8B-Instruct"), (3, 2, 1), **kw),
-                                _spec("meta-llama/Llama-3.1-8B-Instruct"), warm) == 0.0
+    low, mid = tgi.dense_mask_bytes(_req(spec, (3, 2, 1), **kw), spec, warm)
+    square = 2 * 30000**2 * 2  # [2, 1, S, S] in bf16; the math kernel's scores and softmax: 8 heads a shard each
+    assert (low, mid) == (pytest.approx(square), pytest.approx(square * (1 + 2 * 8)))
+    assert tgi.dense_mask_bytes(_req(spec, (3, 3, 0), **kw), spec, warm) == (0.0, 0.0)
+    llama = _spec("meta-llama/Llama-3.1-8B-Instruct")
+    assert tgi.dense_mask_bytes(_req(llama, (3, 2, 1), **kw), llama, warm) == (0.0, 0.0)
     est = estimate(_req(spec, (3, 2, 1), **kw))
-    assert est.per_gpu_mib > 79.15 * 1024  # issue #3130: it ran out of memory at warm-up
+    # issue #3130: it ran out of memory at warm-up; straddles (warned), the kernel choice is not certain.
+    assert est.low_per_gpu_mib <= 79.15 * 1024 < est.per_gpu_mib
+    assert any("attention mask and scores" in n for n in est.notes)
 
 
 def test_pool_tokens_follow_the_warmup_peak() -> None:

@@ -153,21 +153,23 @@ def prefill_logits_bytes(req: EstimateRequest, spec: ModelSpec | None, warm: War
     return 2 * one, (3 if req.gpus > 1 else 2) * one
 
 
-def dense_mask_bytes(req: EstimateRequest, spec: ModelSpec | None, warm: Warmup) -> float:
+def dense_mask_bytes(req: EstimateRequest, spec: ModelSpec | None, warm: Warmup) -> tuple[float, float]:
     """Gemma 3 on TGI 3.2.x: the warm-up image turns prefill attention into SDPA with a dense mask.
 
     The first warm-up request carries an image (backends/v3/src/client/grpc_client.rs@v3.2.1 ``warmup``);
     then models/custom_modeling/flash_gemma3_modeling.py@v3.2.1 builds a [batch, 1, S, S] mask in the
     model dtype (``get_attention_mask``) and calls ``F.scaled_dot_product_attention`` on padded
-    [batch, heads, S, S] inputs; with a float mask and ``enable_gqa`` that runs PyTorch's math kernel, which
-    holds the scores and their softmax. 3.3.0 moved Gemma 3 prefill to FlashInfer (#3167).
+    [batch, heads, S, S] inputs; with a float mask and ``enable_gqa`` that is expected to run PyTorch's math
+    kernel, which holds the scores and their softmax. (certain, expected) bytes: the mask is certain, the
+    kernel choice is not, so the scores stay out of the low end. 3.3.0 moved Gemma 3 prefill to
+    FlashInfer (#3167).
     """
     v = req.engine_version or NEWEST
     if spec is None or spec.family != "gemma3" or not spec.vision_params or not (3, 2, 0) <= v < (3, 3, 0):
-        return 0.0
+        return 0.0, 0.0
     heads = max(1, spec.heads // max(req.gpus, 1))
     square = float(warm.requests) * warm.longest * warm.longest * 2
-    return square * (1 + 2 * heads)
+    return square, square * (1 + 2 * heads)
 
 
 def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
@@ -175,15 +177,15 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     warm = warmup_batch(req, spec)
     notes = [f"TGI warm-up prefill of {warm.tokens} tokens in {warm.requests} request(s); KV must hold "
              f"max_total_tokens {req.context} per request"]
+    logits_low, logits = prefill_logits_bytes(req, spec, warm)
+    mask_low, mask = dense_mask_bytes(req, spec, warm)
+    if logits + mask:
+        notes.append(f"warm-up prefill logits {logits / 2**30:.1f} GiB, attention mask and scores "
+                     f"{mask / 2**30:.1f} GiB per GPU")
     batch = max(req.batch, -(-warm.kv_tokens // max(req.context, 1)))
     base = serving_plan(req.but(batch=batch), spec, Costs("tgi", activation_bytes_per_token_hidden=40.0,
                                                           fixed_mib=768.0, low_factor=0.5), warm.tokens, notes)
-    certain, expected = prefill_logits_bytes(req, spec, warm)
-    mask = dense_mask_bytes(req, spec, warm)
-    if expected + mask:
-        notes.append(f"warm-up prefill logits {expected / 2**30:.1f} GiB, attention scores {mask / 2**30:.1f} GiB "
-                     "per GPU")
-    return with_warmup(base, req, certain + mask, expected + mask)
+    return with_warmup(base, req, logits_low + mask_low, logits + mask)
 
 
 def with_warmup(est: Estimate, req: EstimateRequest, low: float, mid: float) -> Estimate:

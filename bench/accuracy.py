@@ -24,6 +24,7 @@ import yaml
 from webhook.engines import estimate
 from webhook.engines import ollama as ollama_engine
 from webhook.engines import sglang as sglang_engine
+from webhook.engines import tgi as tgi_engine
 from webhook.engines import vllm as vllm_engine
 from webhook.engines.base import Version, parse_version
 from webhook.engines.identity import identify
@@ -154,6 +155,9 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     if engine == "ollama" and not any(config.get(k) for k in ("context", "n_ctx", "num_ctx", "kv_size")):
         context = min(spec.context, ollama_engine.default_context(version))
     context = int(_float(config.get("kv_size")) or context) if engine == "ollama" else context
+    if engine == "tgi" and not config.get("max_total_tokens"):
+        # As admission prices it (webhook/decide/demand.py): the version's default, 3.x at min(model, 4096).
+        context = min(spec.context, tgi_engine.default_context(version) or 4096)
     slots = int(_float(config.get("num_parallel") or config.get("parallel")) or 0) if engine == "ollama" else 0
     total = _float(gpu.get("total_gib"))
     req = EstimateRequest(
@@ -168,6 +172,11 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     )
     if slots:
         req = req.but(slots=slots)
+    if engine == "tgi":
+        # The launcher's warm-up batch: --max-batch-prefill-tokens split into --max-input-tokens requests.
+        prefill = _float(config.get("max_batch_prefill_tokens"))
+        inputs = _float(config.get("max_input_tokens") or config.get("max_input_length"))
+        req = req.but(prefill_tokens=int(prefill) if prefill else None, input_tokens=int(inputs) if inputs else None)
     if engine == "vllm":
         util = _float(config.get("gpu_memory_utilization")) or vllm_engine.default_utilization(priced_version)
     elif engine == "sglang":
@@ -233,6 +242,10 @@ def residuals(case: Case) -> list[Residual]:
         tokens = (case.total_gib * case.utilization * GIB - (est.per_gpu_mib * 2**20 - est.kv_cache_mib / g * 2**20))
         out.append(("kv_tokens", _float(rep.get("kv_cache_tokens")),
                     max(0.0, tokens) / _kv_per_token_per_gpu(est, case.spec, g)))
+    if case.engine == "tgi" and case.total_gib:
+        tokens = tgi_engine.pool_tokens(est, _kv_per_token_per_gpu(est, case.spec, g), case.total_gib * 1024,
+                                        case.utilization)
+        out.append(("kv_tokens", _float(rep.get("max_batch_total_tokens")), float(tokens)))
     if case.engine in ("llamacpp", "ollama"):
         kv_mib = _float(rep.get("kv_buffer_mib")) or _float(rep.get("kv_self_mib"))
         kv_gib = kv_mib / 1024 if kv_mib is not None else _float(rep.get("required_kv_gib"))

@@ -152,9 +152,13 @@ def test_vllm_nvls_buffers_only_past_two_nvswitch_hopper_gpus(product: str | Non
 
 
 def test_tgi_defaults_by_version() -> None:
-    # launcher/src/main.rs: max_total_tokens 2048 through 2.x; 3.x derives it after warm-up.
-    assert tgi.default_context((2, 4, 0)) == 2048 and tgi.default_context((3, 0, 0)) is None
-    assert tgi.default_prefill_tokens((2, 4, 0), 8192) == 4096 and tgi.default_prefill_tokens((3, 1, 0), 8192) == 8192
+    # launcher/src/main.rs: max_total_tokens 2048 in 1.x, min(model, 4096) in 2.x (the 2.2.0 log in
+    # tests/fixtures/accuracy/others.yaml: "Default `max_total_tokens` to 4096"); 3.x derives it after warm-up.
+    assert tgi.default_context((1, 4, 0)) == 2048 and tgi.default_context((2, 4, 0)) == 4096
+    assert tgi.default_context((3, 0, 0)) is None
+    # max_batch_prefill_tokens: 4096 in 1.x; max_input_tokens + 50 in 2.x (4095 + 50 = 4145 in that log).
+    assert tgi.default_prefill_tokens((1, 4, 0), 1023) == 4096 and tgi.default_prefill_tokens((2, 4, 0), 4095) == 4145
+    assert tgi.default_prefill_tokens((3, 1, 0), 8191) == 8192
 
 
 def test_sglang_static_fraction_by_tp() -> None:

@@ -772,6 +772,8 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
         changes["slots"] = slots
     if req.engine == tgi.NAME and (prefill := _int_setting(s, "prefill_tokens")) is not None:
         changes["prefill_tokens"] = prefill
+    if req.engine == tgi.NAME and (inputs := _int_setting(s, "input_tokens")) is not None:
+        changes["input_tokens"] = inputs
     return req.but(**changes) if changes else req
 
 

@@ -112,6 +112,7 @@ class EstimateRequest:
     gpu_layers: int | None = None  # llama.cpp -ngl: layers on the GPU (None: the engine's default)
     slots: int = 1  # KV slots that each hold ``context`` tokens (Ollama OLLAMA_NUM_PARALLEL)
     prefill_tokens: int | None = None  # TGI --max-batch-prefill-tokens
+    input_tokens: int | None = None  # TGI --max-input-tokens (the longest warm-up request)
     finetune: str | None = None  # full | lora | qlora
     parallelism: str = "ddp"  # ddp | fsdp | zero1 | zero2 | zero3
     gradient_checkpointing: bool = True

@@ -171,3 +171,26 @@ def test_verdicts_are_memoised_per_class_and_follow_the_live_inventory(monkeypat
     current[0] = lambda: small
     assert call(ext, "filter", {**body, "NodeNames": ["x"]})["FailedAndUnresolvableNodes"]["x"].startswith(
         "VRAMTooSmall")
+
+
+def test_pods_of_one_template_share_one_reading(monkeypatch: Any) -> None:
+    """Pods that differ only in name and uid (one ReplicaSet's) are read once; any other difference reads again."""
+    from webhook.serve.extender import decide as module
+
+    reads: list[str] = []
+    real = module.read_demand
+
+    def counting(view: Any, *args: Any, **kw: Any) -> Any:
+        reads.append(view.name)
+        return real(view, *args, **kw)
+
+    monkeypatch.setattr(module, "read_demand", counting)
+    ext = decide(fixed_snapshot())
+    first = call(ext, "filter", {"Pod": gpu_pod(name="web-a", uid="u-a"), "NodeNames": names()})
+    second = call(ext, "filter", {"Pod": gpu_pod(name="web-b", uid="u-b"), "NodeNames": names()})
+    assert first == second and reads == ["web-a"]
+    # Another VRAM annotation, or another GPU count: another template, read.
+    other = call(ext, "filter", {"Pod": gpu_pod(vram="10Gi", name="web-c", uid="u-c"), "NodeNames": names()})
+    assert reads == ["web-a", "web-c"] and other["NodeNames"] != first["NodeNames"]
+    call(ext, "filter", {"Pod": gpu_pod(gpus=1, name="web-d", uid="u-d"), "NodeNames": names()})
+    assert reads == ["web-a", "web-c", "web-d"]

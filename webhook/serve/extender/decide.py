@@ -65,7 +65,8 @@ class Extender:
         self.catalog = catalog
         self.snapshot = snapshot
         self.metrics = metrics
-        self._demands: dict[tuple[str, str], object] = {}
+        # Needs by pod (uid, resourceVersion) and by pod template (what the need is read from, as bytes).
+        self._demands: dict[tuple[str, str] | bytes, object] = {}
         self._lock = threading.Lock()
         # Verdicts and scores per need and snapshot class, kept while the snapshots share one class table
         # (class ids are append-only within it): kube-scheduler asks filter then prioritize for each pod, and
@@ -98,13 +99,20 @@ class Extender:
             cached = self._demands.get(key)
             if cached is not None:
                 return None if cached is _NO_GPUS else cached  # type: ignore[return-value]
-        result = self._read_need(pod if pod.get("kind") == "Pod" else {**pod, "kind": "Pod"})
-        if key is not None:
-            with self._lock:
-                if len(self._demands) >= _DEMAND_CACHE_SIZE:
-                    self._demands.clear()
-                self._demands[key] = _NO_GPUS if result is None else result
-        return result
+        # The pods of one ReplicaSet differ in name and uid only: the first one's need serves the rest.
+        template = _template_key(meta, pod.get("spec"))
+        cached = self._demands.get(template) if template is not None else None
+        if cached is not None:
+            result = None if cached is _NO_GPUS else cached
+        else:
+            result = self._read_need(pod if pod.get("kind") == "Pod" else {**pod, "kind": "Pod"})
+        with self._lock:
+            if len(self._demands) >= _DEMAND_CACHE_SIZE:
+                self._demands.clear()
+            for k in (key, template):
+                if k is not None:
+                    self._demands[k] = _NO_GPUS if result is None else result
+        return result  # type: ignore[return-value]
 
     def _read_need(self, pod: dict[str, Any]) -> PodNeed | None:
         try:
@@ -272,6 +280,23 @@ class Extender:
                     + "]").encode()
         by_name = map(scores.__getitem__, keys)
         return orjson.dumps([{"Host": n, "Score": s} for n, s in zip(names, by_name, strict=True)])
+
+
+# Templates bigger than this are read every time (bounds the cache's keys, as the admission answer cache does).
+_TEMPLATE_KEY_BYTES = 32 * 1024
+
+
+def _template_key(meta: dict[str, Any], spec: Any) -> bytes | None:
+    """What a pod's need is read from (namespace, labels, annotations, spec) as bytes; None when too big to keep.
+
+    The name, uid and resourceVersion are left out, so the pods of one template share the key; anything
+    that can change a need (an annotation, an image, a GPU count, a label such as LWS's worker index) is in.
+    """
+    try:
+        key = orjson.dumps([meta.get("namespace"), meta.get("labels"), meta.get("annotations"), spec])
+    except TypeError:
+        return None
+    return key if len(key) <= _TEMPLATE_KEY_BYTES else None
 
 
 def _json_safe(names: list[str]) -> bool:

@@ -185,17 +185,23 @@ def is_v1(version: Version | None, env_v1: str | None) -> bool:
     return v >= (0, 8, 0)
 
 
+# V0 turned chunked prefill on by itself past 32k-token contexts from 0.5.3 (vllm==0.5.3
+# engine/arg_utils.py ``use_long_context``, "to avoid OOM errors in the initial memory profiling phase");
+# 0.5.1 and 0.5.2 profiled the whole max_model_len in one pass.
+LONG_CONTEXT_CHUNKING_SINCE: Version = (0, 5, 3)
+
+
 def defaults(version: Version | None, v1: bool, context: int, gpu_mib: float | None,
              product: str | None = None) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) when unset, for ``vllm serve`` (vllm/engine/arg_utils.py).
 
-    V0: 256 sequences; without chunked prefill (on by itself only past 32k contexts) a whole
+    V0: 256 sequences; without chunked prefill (on by itself only past 32k contexts, from 0.5.3) a whole
     max_model_len is profiled. V1 picks by GPU: 8192/1024 on ≥ 70 GiB GPUs (0.9–0.27: not A100),
     16384/1024 on ≥ 160 GiB from 0.28, else 2048/256. ``gpu_mib`` None means "a large GPU".
     """
     v = version or NEWEST
     if not v1:
-        if context > 32768:
+        if context > 32768 and v >= LONG_CONTEXT_CHUNKING_SINCE:
             return 256, (512 if v < (0, 6, 5) else 2048)
         return 256, max(context, 2048)
     large = gpu_mib is None or gpu_mib >= 70 * 1024

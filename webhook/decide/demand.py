@@ -761,6 +761,8 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
                                                  s.flag("flashinfer_installed"))
         if sampler is not None:
             changes["flashinfer_sampler"] = sampler
+        if vllm_engine.mla_disabled(s.value("mla_disable")):
+            changes["mla_disabled"] = True
     if (layers := s.number("gpu_layers")) is not None:
         changes["gpu_layers"] = int(layers)
     if req.engine == ollama.NAME:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
@@ -93,6 +93,7 @@ SETTINGS: Mapping[str, Setting] = {
     "mm_limit": Setting(("--limit-mm-per-prompt",)),
     "use_v1": Setting((), ("VLLM_USE_V1",)),
     "flashinfer_sampler": Setting((), ("VLLM_USE_FLASHINFER_SAMPLER",)),
+    "mla_disable": Setting((), ("VLLM_MLA_DISABLE",)),
 }
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm`) takes vLLM's engine args.
 _MODULES = ("vllm.entrypoints", "dynamo.vllm")
@@ -184,17 +185,23 @@ def is_v1(version: Version | None, env_v1: str | None) -> bool:
     return v >= (0, 8, 0)
 
 
+# V0 turned chunked prefill on by itself past 32k-token contexts from 0.5.3 (vllm==0.5.3
+# engine/arg_utils.py ``use_long_context``, "to avoid OOM errors in the initial memory profiling phase");
+# 0.5.1 and 0.5.2 profiled the whole max_model_len in one pass.
+LONG_CONTEXT_CHUNKING_SINCE: Version = (0, 5, 3)
+
+
 def defaults(version: Version | None, v1: bool, context: int, gpu_mib: float | None,
              product: str | None = None) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) when unset, for ``vllm serve`` (vllm/engine/arg_utils.py).
 
-    V0: 256 sequences; without chunked prefill (on by itself only past 32k contexts) a whole
+    V0: 256 sequences; without chunked prefill (on by itself only past 32k contexts, from 0.5.3) a whole
     max_model_len is profiled. V1 picks by GPU: 8192/1024 on ≥ 70 GiB GPUs (0.9–0.27: not A100),
     16384/1024 on ≥ 160 GiB from 0.28, else 2048/256. ``gpu_mib`` None means "a large GPU".
     """
     v = version or NEWEST
     if not v1:
-        if context > 32768:
+        if context > 32768 and v >= LONG_CONTEXT_CHUNKING_SINCE:
             return 256, (512 if v < (0, 6, 5) else 2048)
         return 256, max(context, 2048)
     large = gpu_mib is None or gpu_mib >= 70 * 1024
@@ -366,7 +373,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     pp = max(req.pipeline, 1)
     tp = max(1, g // pp)
     value_bytes = kv_bytes(req.precision, req.kv_cache_dtype)
-    layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, value_bytes)
+    layout, kv_shards = kv_geometry(req, spec, tp)
 
     seqs_hi, tokens_hi = defaults(req.engine_version, v1, req.context, req.gpu_mib, req.gpu_product)
     seqs_lo, tokens_lo = defaults(req.engine_version, v1, req.context, req.gpu_mib or 24 * 1024, req.gpu_product)
@@ -377,7 +384,6 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
 
     kv_seq = _kv_for_sequence(layout, req.context, tokens, v)
     kv_total = kv_seq * req.batch  # only a declared reservation (vramgate.io/batch-size) multiplies it
-    kv_shards = 1 if shape.mla else max(1, min(tp, shape.kv_heads))
     kv_per_gpu = kv_total / kv_shards / pp / max(req.kv_split, 1)
     if req.kv_cache_bytes is not None:
         kv_per_gpu = float(req.kv_cache_bytes)
@@ -418,6 +424,8 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     notes = [f"vLLM {'.'.join(map(str, v))} {'V1' if v1 else 'V0'}: the KV pool must hold one {req.context}-token "
              "sequence" + (f" × {req.batch} reserved" if req.batch > 1 else ""),
              f"profile run of {tokens} batched tokens over {min(seqs, tokens)} sequences"]
+    if spec is not None and spec.mla and layout.bytes_per_token_layer:
+        notes.append(_mla_note(req, spec, layout.bytes_per_token_layer / value_bytes))
     if vision:
         notes.append(f"vision encoder profiled: {vision / MIB / 1024:.1f} GiB peak per GPU, before the LLM's")
     overhead = nt_mid * MIB + (graphs if graphs_counted else 0.0)
@@ -465,6 +473,76 @@ def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, versio
 
 
 BLOCK = 16
+
+# Multi-head latent attention (DeepSeek-V2/V3/R1, Kimi-K2) by version. vLLM caches the compressed latent,
+# one "head" of kv_lora_rank + qk_rope_head_dim values per token and layer shared by every rank, only where
+# ModelConfig.use_mla holds (vllm==0.7.1 vllm/config.py use_mla, get_head_size, get_num_kv_heads: 1);
+# otherwise deepseek_v2.py's DeepseekV2Attention expands it into per-head K (nope + rope) and V padded
+# to the same width ("padding value to qk_head_dim"), split over TP by head like any MHA model.
+MLA_SINCE: Version = (0, 7, 1)
+# 0.7.1 and 0.7.2 turned MLA off for any quantization but fp8 and fp8 compressed-tensors ("MLA is not
+# supported with %s quantization. Disabling MLA."); 0.7.3 dropped that test (use_mla is
+# is_deepseek_mla and not VLLM_MLA_DISABLE from then on, vllm==0.7.3–0.33.0).
+MLA_ANY_QUANT_SINCE: Version = (0, 7, 3)
+MLA_PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
+# is_deepseek_mla lists model types: deepseek_v2/v3 (0.7.1), deepseek_mtp (0.7.3), kimi_k2 from 0.10.0
+# (vllm==0.9.2 config.py lacks it; 0.10.0 has it): Kimi-K2 on an older release runs DeepseekV2Attention.
+MLA_FAMILY_SINCE: Mapping[str, Version] = {"kimi-k2": (0, 10, 0)}
+# Up to 0.6.6 get_head_size returned 256 for deepseek_v2 (and deepseek_v3 from 0.6.6): "FlashAttention
+# supports only head_size 32, 64, 128, 256, we need to pad head_size 192 to 256"; the cache was sized at
+# 256. 0.7.0 sizes it at qk_nope_head_dim + qk_rope_head_dim (vllm==0.7.0 config.py get_head_size).
+PADDED_HEAD_UNTIL: Version = (0, 7, 0)
+PADDED_HEAD = 256
+
+
+def mla_disabled(env: str | None) -> bool:
+    """VLLM_MLA_DISABLE as vllm/envs.py reads it: ``bool(int(value))``, so any non-zero integer."""
+    try:
+        return bool(int((env or "0").strip()))
+    except ValueError:
+        return False  # vLLM itself fails to start on a non-integer; nothing to price differently
+
+
+def caches_latent(req: EstimateRequest, spec: ModelSpec) -> bool:
+    """Whether this vLLM caches an MLA model's compressed latent rather than expanded per-head K and V."""
+    if not spec.mla or req.mla_disabled:
+        return False
+    v = req.engine_version or NEWEST
+    if v < max(MLA_SINCE, MLA_FAMILY_SINCE.get(spec.family or "", MLA_SINCE)):
+        return False
+    return v >= MLA_ANY_QUANT_SINCE or req.precision in MLA_PRECISIONS
+
+
+def expanded_head_size(spec: ModelSpec, version: Version) -> int:
+    """The head size an expanded MLA cache is sized at: nope + rope, padded to 256 before 0.7.0."""
+    head = (spec.qk_nope_head_dim or spec.head_dim) + (spec.qk_rope_head_dim or 0)
+    return max(head, PADDED_HEAD) if version < PADDED_HEAD_UNTIL else head
+
+
+def kv_geometry(req: EstimateRequest, spec: ModelSpec | None, tp: int) -> tuple[KVLayout, int]:
+    """The KV layout this version allocates and how many TP ranks split it (an MLA latent: none)."""
+    shape = shape_of(spec, req.params)
+    value_bytes = kv_bytes(req.precision, req.kv_cache_dtype)
+    layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, value_bytes)
+    if spec is None or not spec.mla:
+        return layout, max(1, min(tp, shape.kv_heads))
+    if caches_latent(req, spec):
+        return layout, 1
+    head = expanded_head_size(spec, req.engine_version or NEWEST)
+    return replace(layout, bytes_per_token_layer=2.0 * spec.heads * head * value_bytes), max(1, min(tp, spec.heads))
+
+
+def _mla_note(req: EstimateRequest, spec: ModelSpec, values_per_layer: float) -> str:
+    """Which MLA cache layout was priced, and why."""
+    if caches_latent(req, spec):
+        return f"MLA: the compressed latent is cached ({values_per_layer:.0f} values per token and layer, every rank)"
+    v = req.engine_version or NEWEST
+    why = ("VLLM_MLA_DISABLE=1" if req.mla_disabled
+           else f"vLLM {'.'.join(map(str, v))} predates MLA caching for this model" if v < max(
+               MLA_SINCE, MLA_FAMILY_SINCE.get(spec.family or "", MLA_SINCE))
+           else f"{req.precision} weights turn MLA off before 0.7.3")
+    return (f"MLA expanded ({why}): per-head K and V cached, {values_per_layer:.0f} values per token and layer "
+            "split over TP by head")
 
 
 # A ViT block's peak per patch per unit of encoder width w, counted on vllm==0.10.2
@@ -582,7 +660,9 @@ def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, 
     pool_mib = gpu_total_mib * utilization - non_kv
     if req.kv_cache_bytes is not None:
         pool_mib = req.kv_cache_bytes / MIB
-    per_token_per_gpu = est.kv_bytes_per_token / max(1, min(g, shape_of(spec, req.params).kv_heads))
+    pp = max(req.pipeline, 1)
+    _, kv_shards = kv_geometry(req, spec, max(1, g // pp))
+    per_token_per_gpu = est.kv_bytes_per_token / kv_shards / pp
     tokens = int(max(0.0, pool_mib) * MIB / per_token_per_gpu) if per_token_per_gpu else 0
     seq_bytes_per_gpu = est.kv_cache_mib / g * MIB
     concurrency = max(0.0, pool_mib) * MIB / seq_bytes_per_gpu if seq_bytes_per_gpu else 0.0

@@ -119,6 +119,7 @@ class EstimateRequest:
     lora_rank: int = 16
     optimizer_bits: int = 32  # Adam moments: 32-bit, or 8-bit (bitsandbytes / paged 8-bit)
     legacy_engine: bool = False  # vLLM V0 forced by VLLM_USE_V1=0
+    mla_disabled: bool = False  # vLLM VLLM_MLA_DISABLE=1: MLA models cache per-head K and V, not the latent
     flashinfer_sampler: bool | None = None  # vLLM V1 samples with FlashInfer (None: the version's default)
     gpu_mib: float | None = None  # the GPU it will run on, where engine defaults depend on it (None: a large one)
     gpu_product: str | None = None  # its product name (vLLM's V1 defaults single out the A100)

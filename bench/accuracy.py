@@ -40,13 +40,15 @@ GIB = 1024**3
 # Engine spellings in the records → vramgate's engine names.
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "tgi": "tgi", "llama.cpp": "llamacpp", "llamacpp": "llamacpp",
            "ollama": "ollama"}
+# vramgate's engine names where the report's label differs (webhook/engines ENGINES).
+PRICED_AS = {"llamacpp": "llama.cpp"}
 # Published figures below these are rounding noise as a share (a 0.2 GiB KV pool, 100 tokens).
 FLOOR = {"weights": 0.25, "kv_gib": 0.5, "kv_tokens": 2048, "concurrency": 0.2, "activation": 0.2,
-         "non_torch": 0.05, "non_kv": 0.5}
-COMPONENTS = ("weights", "kv_gib", "kv_tokens", "concurrency", "activation", "non_torch", "non_kv")
+         "non_torch": 0.05, "non_kv": 0.5, "compute": 0.05}
+COMPONENTS = ("weights", "kv_gib", "kv_tokens", "concurrency", "activation", "non_torch", "non_kv", "compute")
 LABELS = {"weights": "weights per GPU", "kv_gib": "KV pool GiB", "kv_tokens": "KV pool tokens",
           "concurrency": "max concurrency", "activation": "activation peak", "non_torch": "non-torch",
-          "non_kv": "all but the KV pool"}
+          "non_kv": "all but the KV pool", "compute": "compute buffer GiB"}
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     total = _float(gpu.get("total_gib"))
     req = EstimateRequest(
         params=spec.params, precision=precision, spec=spec, context=context, gpus=tp * pp, pipeline=pp,
-        engine=engine, engine_version=priced_version, max_num_seqs=config.get("max_num_seqs"),
+        engine=PRICED_AS.get(engine, engine), engine_version=priced_version, max_num_seqs=config.get("max_num_seqs"),
         batched_tokens=config.get("max_num_batched_tokens"), enforce_eager=bool(config.get("enforce_eager")),
         legacy_engine=v1 is False,
         kv_cache_dtype=None if config.get("kv_cache_dtype") in (None, "auto") else str(config["kv_cache_dtype"]),
@@ -172,6 +174,8 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     )
     if slots:
         req = req.but(slots=slots)
+    if engine == "llamacpp":
+        req = _llamacpp_request(req, config)
     if engine == "tgi":
         # The launcher's warm-up batch: --max-batch-prefill-tokens split into --max-input-tokens requests.
         prefill = _float(config.get("max_batch_prefill_tokens"))
@@ -189,6 +193,26 @@ def case_of(entry: dict[str, Any]) -> Case | None:
         util = 1.0
     return Case(str(entry["id"]), engine, version_band(engine, version, v1), spec, req, total, util,
                 dict(entry.get("reported") or {}), dict(config), str(entry.get("outcome") or "started"))
+
+
+def _llamacpp_request(req: EstimateRequest, config: dict[str, Any]) -> EstimateRequest:
+    """llama-server's -ngl, -np (n_ctx is every slot's), -ub, -fa and --cache-type-k as a record gives them."""
+    changes: dict[str, Any] = {}
+    ngl = config.get("ngl")
+    if isinstance(ngl, (int, float)):
+        changes["gpu_layers"] = int(ngl)
+    elif str(ngl).startswith("all"):  # "all (29/29)": every block and the output layer offloaded
+        changes["gpu_layers"] = 999
+    slots = int(_float(config.get("parallel") or config.get("n_seq_max")) or 1)
+    if slots > 1:
+        changes.update(slots=slots, context=max(1, req.context // slots))
+    if (ubatch := _float(config.get("n_ubatch"))) is not None:
+        changes["batched_tokens"] = int(ubatch)
+    if config.get("flash_attn") is not None:
+        changes["flash_attention"] = bool(config["flash_attn"])
+    if config.get("cache_type_k") not in (None, "f16"):
+        changes["kv_cache_dtype"] = str(config["cache_type_k"])
+    return req.but(**changes) if changes else req
 
 
 def _kv_per_token_per_gpu(est: Estimate, spec: ModelSpec, tp: int) -> float:
@@ -253,6 +277,9 @@ def residuals(case: Case) -> list[Residual]:
         if case.engine == "ollama":
             kv_pred = ollama_engine.kv_total_bytes(case.request, case.spec) / GIB
         out.append(("kv_gib", kv_gib, kv_pred))
+    if case.engine == "llamacpp":
+        compute = _float(rep.get("compute_buffer_mib_gpu")) or _float(rep.get("compute_buffer_mib_gpu0"))
+        out.append(("compute", compute / 1024 if compute is not None else None, est.activations_mib / g / 1024))
     return [Residual(case.id, case.engine, case.band, name, logged, predicted)
             for name, logged, predicted in out
             if logged is not None and abs(logged) >= FLOOR[name] and math.isfinite(predicted)]

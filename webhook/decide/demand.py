@@ -772,6 +772,8 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
         # llama-server splits --ctx-size over its --parallel slots: each sequence gets ctx / np tokens.
         changes["context"] = max(1, req.context // slots)
         changes["slots"] = slots
+    if req.engine == llamacpp.NAME and s.get("flash_attention") is not None:
+        changes["flash_attention"] = llamacpp.flash_attention(s.value("flash_attention"))
     if req.engine == tgi.NAME and (prefill := _int_setting(s, "prefill_tokens")) is not None:
         changes["prefill_tokens"] = prefill
     if req.engine == tgi.NAME and (inputs := _int_setting(s, "input_tokens")) is not None:

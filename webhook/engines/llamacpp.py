@@ -45,7 +45,12 @@ SETTINGS: Mapping[str, Setting] = {
     "parallel": Setting(("--parallel",), ("LLAMA_ARG_N_PARALLEL",)),
     "kv_dtype": Setting(("--cache-type-k",), ("LLAMA_ARG_CACHE_TYPE_K",)),
     "batched_tokens": Setting(("--ubatch-size",), ("LLAMA_ARG_UBATCH",)),
+    "flash_attention": Setting(("--flash-attn",), ("LLAMA_ARG_FLASH_ATTN",)),
 }
+# common/common.h n_ubatch: the tokens of the worst-case graph llama.cpp reserves its compute buffer for.
+UBATCH = 512
+F32 = 4
+F16 = 2
 
 
 def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
@@ -73,13 +78,74 @@ def gpu_share(gpu_layers: int | None, layers: int) -> float:
     return min(1.0, gpu_layers / max(layers, 1))
 
 
+def flash_attention(value: str | None) -> bool | None:
+    """``--flash-attn``'s value as on/off; None when unset or ``auto`` (the build and the GPU decide).
+
+    Older builds take ``-fa`` as a bare flag, read here as an empty value: on.
+    """
+    if value is None:
+        return None
+    word = value.strip().lower()
+    if word in ("", "on", "1", "true", "enabled", "yes"):
+        return True
+    if word in ("off", "0", "false", "disabled", "no"):
+        return False
+    return None
+
+
+def compute_buffer_bytes(spec: ModelSpec | None, req: EstimateRequest, flash: bool) -> float:
+    """The compute buffer llama.cpp reserves on a GPU for its worst-case graph: one ubatch over the whole cache.
+
+    src/llama.cpp@b3000:llama_new_context_with_model (src/llama-context.cpp@b5000:llama_context ctor,
+    graph_reserve) builds the graph for ``n_ubatch`` tokens (and as many outputs) against every cell of
+    the cache and sizes each backend's buffer with ggml_backend_sched_reserve; ggml-alloc reuses a
+    tensor's memory once its last consumer ran, so the buffer is the larger of two phases:
+
+    - attention: without flash attention the f32 scores ``n_kv × n_ubatch × n_head`` (the softmax runs
+      in place) and the f32 mask ``n_kv × n_ubatch``; with it no scores, an f16 mask only;
+    - output: the f32 logits ``n_vocab × n_ubatch``;
+
+    each beside a few f32 ``n_ubatch × n_embd`` activations. ``n_kv`` is the whole ``--ctx-size``
+    (every slot's cells: the unified cache), padded to 256 cells with flash attention, 32 without
+    (llama_kv_cache_get_padding). Published logs match to the MiB: Mistral 7B at 2048/32768 tokens
+    164/2144 MiB, Llama 3 8B at 512/8192 tokens 258.5/560 MiB.
+    """
+    shape = shape_of(spec, req.params)
+    ctx = max(req.context * max(req.slots, 1), 1)
+    pad = 256 if flash else 32
+    n_kv = -(-ctx // pad) * pad
+    ubatch = min(req.batched_tokens or UBATCH, ctx)
+    hidden = shape.hidden_size
+    heads = spec.heads if spec else max(1, hidden // 128)
+    vocab = spec.vocab_size if spec else 32000
+    row = ubatch * hidden * F32
+    if flash:
+        attention = n_kv * ubatch * F16 + 4 * row
+    else:
+        attention = n_kv * ubatch * heads * F32 + n_kv * ubatch * F32 + 4 * row
+    output = vocab * ubatch * F32 + row
+    return float(max(attention, output))
+
+
 def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
-    """GGUF weights and the KV of ``--ctx-size`` on the GPU for the offloaded layers, plus compute buffers."""
+    """GGUF weights and the KV of ``--ctx-size`` on the GPU for the offloaded layers, plus the compute buffer.
+
+    Flash attention unset: older builds ran without it, builds since ``-fa auto`` became the default
+    (common/arg.cpp, Aug 2025) with it where the GPU has the kernels, so the expected figure prices
+    the scores matrix and the low end does not. A partially offloaded model still reserves the same
+    graph on the GPU: its attention runs there, and large batches of the CPU layers' matmuls are
+    offloaded to it (ggml-backend.cpp offload_op), which only adds to the figure.
+    """
     layers = shape_of(spec, req.params).layers
     share = gpu_share(req.gpu_layers, layers)
-    notes = [f"llama.cpp: {req.context} tokens of KV shared by all slots; {share:.0%} of the layers on the GPU"]
+    compute = compute_buffer_bytes(spec, req, bool(req.flash_attention))
+    low_compute = compute_buffer_bytes(spec, req, req.flash_attention is not False)
+    notes = [f"llama.cpp: {req.context * max(req.slots, 1)} tokens of KV shared by all slots; {share:.0%} of the "
+             f"layers on the GPU; compute buffer {compute / 2**20:.0f} MiB"
+             + ("" if req.flash_attention else " (without flash attention: n_ctx × n_ubatch × n_head f32 scores)")]
     # With -ngl unset older releases keep every layer on the CPU: the low end cannot assume offload.
     low_share = 0.0 if req.gpu_layers is None else share
     return serving_plan(req, spec, Costs("llama.cpp", activation_bytes_per_token_hidden=0.0, fixed_mib=512.0,
                                          gpu_share=share, low_gpu_share=low_share, high_extra_mib=512.0,
-                                         low_factor=0.5), 0, notes)
+                                         low_factor=0.5, compute_bytes=compute, low_compute_bytes=low_compute),
+                        0, notes)

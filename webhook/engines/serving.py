@@ -23,6 +23,8 @@ class Costs:
     gpu_share: float = 1.0  # share of weights and KV on the GPU (llama.cpp -ngl, Ollama's split)
     low_gpu_share: float | None = None  # the share the low end assumes (an engine that spills: 0)
     low_kv_share: float = 1.0  # an engine that shortens sequences to its pool needs little KV to start
+    compute_bytes: float = 0.0  # a compute buffer reserved per GPU whatever the prefill (llama.cpp's graph)
+    low_compute_bytes: float | None = None  # the buffer the low end assumes (None: ``compute_bytes``)
 
 
 def plan(req: EstimateRequest, spec: ModelSpec | None, costs: Costs, tokens: int, notes: list[str]) -> Estimate:
@@ -34,13 +36,15 @@ def plan(req: EstimateRequest, spec: ModelSpec | None, costs: Costs, tokens: int
     kv = layout.bytes_for(req.context, compact=costs.compact_windows) * req.slots * req.batch * costs.gpu_share
     kv_shards = 1 if shape.mla else max(1, min(g, shape.kv_heads))
     kv_per_gpu = kv / kv_shards / max(req.kv_split, 1)
-    act = costs.activation_bytes_per_token_hidden * tokens * shape.hidden_size / g
+    act = costs.activation_bytes_per_token_hidden * tokens * shape.hidden_size / g + costs.compute_bytes
     fixed = costs.fixed_mib * MIB
     w_gpu = weights_per_gpu(req, weights, spec)
     mid = w_gpu + kv_per_gpu + act + fixed
     low_share = costs.gpu_share if costs.low_gpu_share is None else costs.low_gpu_share
     share_ratio = low_share / costs.gpu_share if costs.gpu_share else 0.0
-    low = share_ratio * (w_gpu + kv_per_gpu * costs.low_kv_share) + costs.low_factor * (act + fixed)
+    low_compute = costs.compute_bytes if costs.low_compute_bytes is None else costs.low_compute_bytes
+    low = share_ratio * (w_gpu + kv_per_gpu * costs.low_kv_share) \
+        + costs.low_factor * (act - costs.compute_bytes + low_compute + fixed)
     high = mid + act + costs.high_extra_mib * MIB
     if not shape.known:
         low *= 0.85

@@ -111,6 +111,7 @@ class EstimateRequest:
     mm_items: int | None = None  # images per prompt the engine profiles (--limit-mm-per-prompt)
     gpu_layers: int | None = None  # llama.cpp -ngl: layers on the GPU (None: the engine's default)
     slots: int = 1  # KV slots that each hold ``context`` tokens (Ollama OLLAMA_NUM_PARALLEL)
+    flash_attention: bool | None = None  # llama.cpp -fa on/off (None: the engine's default)
     prefill_tokens: int | None = None  # TGI --max-batch-prefill-tokens
     input_tokens: int | None = None  # TGI --max-input-tokens (the longest warm-up request)
     finetune: str | None = None  # full | lora | qlora

@@ -109,6 +109,10 @@ def compute_buffer_bytes(spec: ModelSpec | None, req: EstimateRequest, flash: bo
     (every slot's cells: the unified cache), padded to 256 cells with flash attention, 32 without
     (llama_kv_cache_get_padding). Published logs match to the MiB: Mistral 7B at 2048/32768 tokens
     164/2144 MiB, Llama 3 8B at 512/8192 tokens 258.5/560 MiB.
+
+    Read here: the padding rule (``llama_kv_cache_get_padding`` in src/llama.cpp: ``flash_attn ? 256 : 32``).
+    Not read here (the llama.cpp mirror exceeds the fetch limit): the graph-reserve code named above; the
+    phases are what those published figures reproduce exactly.
     """
     shape = shape_of(spec, req.params)
     ctx = max(req.context * max(req.slots, 1), 1)

@@ -15,8 +15,11 @@ kube-controller-manager), grown 1k → 2k → 5k nodes. At each size:
 
 vramgate (``serve --role all``, the chart's config) runs the whole time, watching the fleet, as it
 would in a cluster; the webhooks are registered only for the "on" rounds of the admission phase, so
-scheduling is measured on the same pods for all three configurations. Schedulers run with client
-QPS/burst 5,000 so that their client rate limiter (default 50 QPS) is not what is measured.
+scheduling is measured on the same pods for all three configurations. The extender is a second process,
+``serve --role extender``, as the chart runs it (the vramgate-scheduler pod's sidecar), so its calls
+share a GIL with its own inventory watch only, not with the controller, the audit or the webhooks.
+Schedulers run with client QPS/burst 5,000 so that their client rate limiter (default 50 QPS) is not
+what is measured.
 
 ``.venv/bin/python -m bench.cluster.run [--sizes 1000,2000,5000] [--pods 400] [--profile]``; results go
 to ``bench/out/cluster-<time>.json`` and the plot to ``--plot`` (docs/img/scaling.png by
@@ -241,6 +244,7 @@ class Bench:
         self.cp = ControlPlane()
         self.kwok: Process | None = None
         self.gate: Vramgate | None = None
+        self.ext: Vramgate | None = None  # the extender sidecar's process (--role extender)
         self.api: Api
         self.nodes = 0
         self.gpu_nodes = 0
@@ -269,10 +273,16 @@ class Bench:
         self.gate.config_path.write_text(yaml.safe_dump(config))
         self.gate.apply(self.gate.priority_classes())
         self.gate.start(timeout=60)
+        self.ext = Vramgate(self.cp, role="extender")
+        self.ext.config = config
+        self.ext.config_path.write_text(yaml.safe_dump(config))
+        self.ext.start(timeout=60)
         log(f"control plane, kwok and vramgate up in {time.monotonic() - t0:.1f}s (logs {self.cp.logs_dir})")
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.ext is not None:
+            self.ext.stop()
         if self.gate is not None:
             with contextlib.suppress(Exception):
                 self.gate.unregister()
@@ -308,6 +318,10 @@ class Bench:
         self.cp.wait_for(f"vramgate inventory of {self.gpu_nodes} GPU nodes",
                          lambda: len(self.gate.inventory()["nodes"]) == self.gpu_nodes if self.gate else False,
                          timeout=300, interval=2)
+        ext = self.ext
+        if ext is not None:
+            self.cp.wait_for(f"the extender's inventory of {self.gpu_nodes} GPU nodes",
+                             lambda: len(ext.inventory()["nodes"]) == self.gpu_nodes, timeout=300, interval=2)
         # The controller labels every new GPU node (health, memory): thousands of Node updates the scheduler
         # must digest. Measuring during that burst slows whichever configuration runs first after a growth.
         def labelled() -> int:
@@ -326,15 +340,15 @@ class Bench:
     # ----------------------------------------------------------------- scheduling
 
     def extenders(self, node_cache: bool, prioritize: bool = True) -> list[dict[str, Any]]:
-        assert self.gate is not None
-        entry = {**self.gate.extender(), "nodeCacheCapable": node_cache}
+        assert self.ext is not None
+        entry = {**self.ext.extender(), "nodeCacheCapable": node_cache}
         if not prioritize:
             entry = {k: v for k, v in entry.items() if k not in ("prioritizeVerb", "weight")}
         return [entry]
 
     def ext_stats(self) -> dict[str, tuple[float, float]]:
-        assert self.gate is not None
-        m = self.gate.metrics()
+        assert self.ext is not None
+        m = self.ext.metrics()
         out = {}
         for verb in ("filter", "prioritize"):
             s = sum(v for (n, ls), v in m.items() if n == "vramgate_extender_duration_seconds_sum"
@@ -448,7 +462,8 @@ class Bench:
     def start_profile(self, size: int, config: str) -> subprocess.Popen[bytes] | None:
         """py-spy on vramgate while an extender configuration drains its backlog (``--profile``)."""
         spy = REPO_ROOT / ".venv" / "bin" / "py-spy"
-        if not self.args.profile or config == "default" or self.gate is None or self.gate.proc is None:
+        target = self.ext if config.startswith("extender") else self.gate
+        if not self.args.profile or config == "default" or target is None or target.proc is None:
             return None
         if not spy.exists():
             log("  --profile: py-spy not installed (pip install -e '.[bench]')")
@@ -457,7 +472,7 @@ class Bench:
         path = OUT_DIR / f"profile-n{size}-{config}.txt"
         # --gil: only what holds the GIL, i.e. what the event loop waits behind.
         return subprocess.Popen([str(spy), "record", "-r", "200", "-f", "raw", "-o", str(path), "--nonblocking",
-                                 "--gil", "--threads", "--pid", str(self.gate.proc.popen.pid)],
+                                 "--gil", "--threads", "--pid", str(target.proc.popen.pid)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop_profile(self, prof: subprocess.Popen[bytes] | None, size: int, config: str) -> None:

@@ -70,15 +70,19 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 class Vramgate:
-    """One ``vramgate serve --role all`` process in cluster mode, plus its chart-rendered registration."""
+    """One ``vramgate serve`` process in cluster mode (``--role all`` unless told), plus its chart-rendered
+    registration."""
 
-    def __init__(self, cluster: ControlPlane, workdir: Path | None = None, port: int | None = None) -> None:
+    def __init__(self, cluster: ControlPlane, workdir: Path | None = None, port: int | None = None,
+                 role: str = "all") -> None:
         self.cluster = cluster
-        self.dir = workdir or cluster.tmpdir / "vramgate"
+        self.role = role
+        suffix = "" if role == "all" else f"-{role}"
+        self.dir = workdir or cluster.tmpdir / f"vramgate{suffix}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.url = f"https://127.0.0.1:{self.port}"
-        self.log = cluster.logs_dir / "vramgate.log"
+        self.log = cluster.logs_dir / f"vramgate{suffix}.log"
         self.bundle: Bundle = make_bundle(SERVING_NAMES)
         write_bundle(self.bundle, self.dir)
         self.proc: Process | None = None
@@ -135,7 +139,7 @@ class Vramgate:
             str(REPO_ROOT / ".venv" / "bin" / "vramgate"),
             "serve",
             "--role",
-            "all",
+            self.role,
             "--kubeconfig",
             str(self.cluster.kubeconfig),
             "--host",

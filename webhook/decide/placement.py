@@ -486,9 +486,8 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
 
 def _util_on_largest(demand: Demand, nodes: Sequence[NodeGPUs]) -> float:
     """The demand's usable share on the cluster's largest GPU (one figure for the fixes' arithmetic)."""
-    if demand.util_rule is None:
-        return demand.utilization
-    return Need.of(demand).util_on(max(n.vram_mib for n in nodes))
+    largest = max((n.vram_mib for n in nodes), default=0)
+    return demand.utilization if demand.util_rule is None or largest <= 0 else demand.util_rule(largest)
 
 
 def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Suggestion]:

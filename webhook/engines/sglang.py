@@ -135,11 +135,8 @@ class StaticFraction:
     speculative: str | None = None
 
     def __call__(self, gpu_mib: float) -> float:
-        """The fraction on a GPU of ``gpu_mib`` MiB."""
-        reserved = self.reserved_mib(gpu_mib)
-        if reserved is None:
-            return default_mem_fraction(self.tp, self.version)
-        return round((gpu_mib - reserved) / gpu_mib, 3) if gpu_mib > reserved else 0.0
+        """The fraction on a GPU of ``gpu_mib`` MiB (admission asks it per node: a fleet has few GPU sizes)."""
+        return _fraction(self, gpu_mib)
 
     def reserved_mib(self, gpu_mib: float) -> float | None:
         """MiB SGLang keeps out of the static fraction on this GPU; None where the fraction is the TP table."""
@@ -199,6 +196,14 @@ class StaticFraction:
         and admission judge each node exactly.
         """
         return _floor(self, per_gpu_mib)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fraction(rule: StaticFraction, gpu_mib: float) -> float:
+    reserved = rule.reserved_mib(gpu_mib)
+    if reserved is None:
+        return default_mem_fraction(rule.tp, rule.version)
+    return round((gpu_mib - reserved) / gpu_mib, 3) if gpu_mib > reserved else 0.0
 
 
 @functools.lru_cache(maxsize=4096)

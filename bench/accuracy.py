@@ -37,11 +37,9 @@ FIXTURES = ROOT / "tests" / "fixtures"
 SOURCES = (FIXTURES / "published_engine_measurements.yaml", *sorted((FIXTURES / "accuracy").glob("*.yaml")))
 GIB = 1024**3
 
-# Engine spellings in the records → vramgate's engine names.
-ENGINES = {"vllm": "vllm", "sglang": "sglang", "tgi": "tgi", "llama.cpp": "llamacpp", "llamacpp": "llamacpp",
+# Engine spellings in the records → vramgate's engine names (webhook/engines).
+ENGINES = {"vllm": "vllm", "sglang": "sglang", "tgi": "tgi", "llama.cpp": "llama.cpp", "llamacpp": "llama.cpp",
            "ollama": "ollama"}
-# vramgate's engine names where the report's label differs (webhook/engines ENGINES).
-PRICED_AS = {"llamacpp": "llama.cpp"}
 # Published figures below these are rounding noise as a share (a 0.2 GiB KV pool, 100 tokens).
 FLOOR = {"weights": 0.25, "kv_gib": 0.5, "kv_tokens": 2048, "concurrency": 0.2, "activation": 0.2,
          "non_torch": 0.05, "non_kv": 0.5, "compute": 0.05}
@@ -164,7 +162,7 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     total = _float(gpu.get("total_gib"))
     req = EstimateRequest(
         params=spec.params, precision=precision, spec=spec, context=context, gpus=tp * pp, pipeline=pp,
-        engine=PRICED_AS.get(engine, engine), engine_version=priced_version, max_num_seqs=config.get("max_num_seqs"),
+        engine=engine, engine_version=priced_version, max_num_seqs=config.get("max_num_seqs"),
         batched_tokens=config.get("max_num_batched_tokens"), enforce_eager=bool(config.get("enforce_eager")),
         legacy_engine=v1 is False,
         kv_cache_dtype=None if config.get("kv_cache_dtype") in (None, "auto") else str(config["kv_cache_dtype"]),
@@ -174,7 +172,7 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     )
     if slots:
         req = req.but(slots=slots)
-    if engine == "llamacpp":
+    if engine == "llama.cpp":
         req = _llamacpp_request(req, config)
     if engine == "tgi":
         # The launcher's warm-up batch: --max-batch-prefill-tokens split into --max-input-tokens requests.
@@ -233,7 +231,7 @@ def residuals(case: Case) -> list[Residual]:
     logged_weights = _float(rep.get("weights_gib"))
     if logged_weights is None and case.engine == "sglang":
         logged_weights = _float(rep.get("weights_gb"))  # SGLang's "GB" is bytes / 2^30
-    if logged_weights is None and case.engine in ("llamacpp", "ollama"):
+    if logged_weights is None and case.engine in ("llama.cpp", "ollama"):
         mib = _float(rep.get("model_buffer_mib_gpu"))
         logged_weights = mib / 1024 if mib is not None else _float(rep.get("weights_total_gib"))
     out.append(("weights", logged_weights, weights))
@@ -270,14 +268,14 @@ def residuals(case: Case) -> list[Residual]:
         tokens = tgi_engine.pool_tokens(est, _kv_per_token_per_gpu(est, case.spec, g), case.total_gib * 1024,
                                         case.utilization)
         out.append(("kv_tokens", _float(rep.get("max_batch_total_tokens")), float(tokens)))
-    if case.engine in ("llamacpp", "ollama"):
+    if case.engine in ("llama.cpp", "ollama"):
         kv_mib = _float(rep.get("kv_buffer_mib")) or _float(rep.get("kv_self_mib"))
         kv_gib = kv_mib / 1024 if kv_mib is not None else _float(rep.get("required_kv_gib"))
         kv_pred = est.kv_cache_mib / 1024
         if case.engine == "ollama":
             kv_pred = ollama_engine.kv_total_bytes(case.request, case.spec) / GIB
         out.append(("kv_gib", kv_gib, kv_pred))
-    if case.engine == "llamacpp":
+    if case.engine == "llama.cpp":
         compute = _float(rep.get("compute_buffer_mib_gpu")) or _float(rep.get("compute_buffer_mib_gpu0"))
         out.append(("compute", compute / 1024 if compute is not None else None, est.activations_mib / g / 1024))
     return [Residual(case.id, case.engine, case.band, name, logged, predicted)

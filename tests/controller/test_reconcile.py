@@ -208,3 +208,73 @@ def test_run_controller_with_a_fixed_inventory_returns_at_once() -> None:
 
     config = Config()
     asyncio.run(asyncio.wait_for(run_controller(AppState(config, StaticInventory([], config))), timeout=5))
+
+
+class LiveInventory:
+    """The inventory as the server keeps it (InventoryState: node objects kept while unchanged, nodes_revision),
+    fed the API's nodes as watch events."""
+
+    def __init__(self, api: MemoryApi, config: Config) -> None:
+        from webhook.kube.nodecache import InventoryState
+
+        self.api = api
+        self.state = InventoryState(config)
+        self.state.relist("Node", copy.deepcopy(list(api.nodes.values())), str(api.rv))
+        self.state.relist("Pod", [], str(api.rv))
+        self.state.relist("Namespace", [], str(api.rv))
+
+    def sync(self) -> None:
+        for node in self.api.nodes.values():
+            self.state.apply("Node", {"type": "MODIFIED", "object": copy.deepcopy(node)})
+
+    def snapshot(self) -> Snapshot:
+        return self.state.snapshot()
+
+
+def test_a_steady_reconcile_skips_the_pass_until_a_node_changes_and_time_still_acts() -> None:
+    config = Config(controller=Controller(unhealthy_after_seconds=10.0, healthy_after_seconds=0.0))
+    api = MemoryApi(gpu_node("a"), gpu_node("b"))
+    inv = LiveInventory(api, config)
+    clock = Clock()
+    ctl = HealthController(config, api_client=None, inventory=inv, clock=clock, identity="test-1")  # type: ignore[arg-type]
+    ctl.api = api  # type: ignore[assignment]
+    observed = []
+    observe = ctl.tracker.observe
+    ctl.tracker.observe = lambda nodes, now: observed.append(now) or observe(nodes, now)  # type: ignore[method-assign]
+
+    def tick(seconds: float = 1.0) -> None:
+        clock.now += seconds
+        reconcile(ctl, inv, clock)  # type: ignore[arg-type]
+
+    tick()  # writes the labels
+    assert len(api.patches) == 2 and len(observed) == 1
+    tick()  # the labels are in: every node found as decided
+    assert len(observed) == 2
+    first = ctl.last_decision
+    calls = api.calls
+    for _ in range(3):
+        tick()
+    assert len(observed) == 2 and ctl.last_decision is first and api.calls == calls and ctl.reconciles == 5
+    # A pod taking GPUs changes free GPUs, not the nodes: still nothing to decide.
+    pod = {"metadata": {"name": "p", "namespace": "ml", "uid": "u", "resourceVersion": "900"},
+           "spec": {"nodeName": "a", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+           "status": {"phase": "Running"}}
+    inv.state.apply("Pod", {"type": "ADDED", "object": pod})
+    tick()
+    assert len(observed) == 2
+    # Its GPUs taken out: the node changes, and its hysteresis runs on time alone (the node object stays the same).
+    api.set_status("a", allocatable=0)
+    inv.sync()
+    tick()
+    assert len(observed) == 3 and ctl.last_decision.nodes["a"].pending == "unhealthy"  # type: ignore[union-attr]
+    tick(5.0)
+    assert len(observed) == 4 and api.nodes["a"]["spec"]["taints"] == []
+    tick(6.0)
+    assert api.nodes["a"]["spec"]["taints"] == [OWN]
+    assert [e["reason"] for e in api.events] == ["GPUUnhealthy"]
+    inv.sync()
+    tick()
+    tick()
+    settled = len(observed)
+    tick()
+    assert len(observed) == settled and ctl.last_decision.nodes["a"].health == "unhealthy"  # type: ignore[union-attr]

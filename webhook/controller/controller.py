@@ -90,6 +90,8 @@ class Controller:
         self._next_remediation = 0.0
         self._metric_nodes: dict[str, NodeGPUs] = {}  # node → the object its gauges were set from
         self._clean: dict[str, tuple[NodeGPUs, NodeDecision]] = {}  # nodes found as decided
+        # Snapshot.nodes_revision of the last pass that found every node as decided (None: act again).
+        self._settled_revision: int | None = None
         self.auditor: Auditor | None = None
         if config.audit.enabled:
             cat = catalog or builtin_catalog()
@@ -189,6 +191,7 @@ class Controller:
         if self.auditor is not None:
             self.auditor.forget()
         self.tracker.forget()
+        self._settled_revision = None
         self._events.clear()
         self._backoff.clear()
         self._retry_at.clear()
@@ -198,6 +201,7 @@ class Controller:
             log.info("%s stopped leading", self.identity)
         self._acting = False
         self.tracker.forget()
+        self._settled_revision = None
         for node in self._metric_nodes:
             for state in ("healthy", "unhealthy"):
                 with contextlib.suppress(KeyError):
@@ -218,9 +222,36 @@ class Controller:
         if not snap.synced:
             return None
         now = self.clock()
+        self.reconciles += 1
+        decision = self.last_decision
+        if decision is None or not self._unchanged(snap):
+            decision, go_on = await self._decide_and_write(snap, now)
+            if not go_on:
+                return decision
+        if self.config.controller.device_taint_rules and self.elector.is_leader:
+            await self._sync_device_rules(snap.nodes, decision)
+        if self.config.controller.remediation.enabled and now >= self._next_remediation and self.elector.is_leader:
+            self._next_remediation = now + self.config.controller.remediation.interval_seconds
+            try:
+                await self.remediate(decision, now)
+            except ApiError as exc:
+                log.warning("remediation: %s", exc)
+        return decision
+
+    def _unchanged(self, snap: Any) -> bool:
+        """Whether the last pass found every node as decided and nothing has changed since: the same node
+        objects (``nodes_revision``), every node's state settled (no hysteresis or grace running, so time alone
+        changes nothing), nothing left to retry. Then a pass would decide the same and write nothing, and
+        skipping it keeps a steady reconcile off the event loop's clock (~5 ms a second at 5,000 nodes)."""
+        return (self._settled_revision is not None and snap.nodes_revision == self._settled_revision
+                and self.tracker.settled)
+
+    async def _decide_and_write(self, snap: Any, now: float) -> tuple[Decision, bool]:
+        """Decide every node and write what differs; False when the pass stopped early (leadership lost, the
+        API server unreachable), so nothing else should act on it."""
+        self._settled_revision = None
         decision = self.tracker.observe(snap.nodes.values(), now)
         self.last_decision = decision
-        self.reconciles += 1
         self._publish_metrics(snap.nodes, decision)
         for name in decision.gone:
             self._events.pop(name, None)
@@ -231,10 +262,11 @@ class Controller:
             self._events[transition.node] = transition
         failures, next_try = self._api_backoff
         if now < next_try:
-            return decision
+            return decision, False
+        quiet = True  # every node found as decided: nothing written, recorded or put off
         for name, want in decision.nodes.items():
             if not self.elector.is_leader:
-                return decision
+                return decision, False
             node = snap.nodes[name]
             clean = self._clean.get(name)
             if clean is not None and clean[0] is node and clean[1] is want and name not in self._events:
@@ -246,6 +278,7 @@ class Controller:
                     continue
             else:
                 self._clean.pop(name, None)
+            quiet = False
             failures_node, at = self._backoff.get(name, (0, 0.0))
             if now < at:
                 continue
@@ -263,19 +296,13 @@ class Controller:
                 if exc.status == 0:
                     self._api_backoff = (failures + 1, now + min(30.0, 2.0 ** failures))
                     log.warning("API server unreachable (%s); keeping the last state, retrying", exc.message)
-                    return decision
+                    return decision, False
                 self._backoff[name] = (failures_node + 1, now + min(60.0, 2.0 ** failures_node))
                 log.warning("node %s: %s", name, exc)
         self._api_backoff = (0, 0.0)
-        if self.config.controller.device_taint_rules and self.elector.is_leader:
-            await self._sync_device_rules(snap.nodes, decision)
-        if self.config.controller.remediation.enabled and now >= self._next_remediation and self.elector.is_leader:
-            self._next_remediation = now + self.config.controller.remediation.interval_seconds
-            try:
-                await self.remediate(decision, now)
-            except ApiError as exc:
-                log.warning("remediation: %s", exc)
-        return decision
+        if quiet and snap.nodes_revision and not decision.gone and not self._events and not self._backoff:
+            self._settled_revision = snap.nodes_revision
+        return decision, True
 
     async def _sync_device_rules(self, nodes: Any, decision: Decision) -> None:
         """DeviceTaintRules for the DRA devices of nodes whose taint is on; deleted once it is off."""

@@ -202,6 +202,11 @@ class HealthTracker:
         self._states.clear()
         self._steady.clear()
 
+    @property
+    def settled(self) -> bool:
+        """Every GPU node is steady: observing the same node objects again, at any later time, decides the same."""
+        return len(self._steady) == len(self._states)
+
     def observe(self, nodes: Iterable[NodeGPUs], now: float) -> Decision:
         keys = self.config.labels
         out: dict[str, NodeDecision] = {}

@@ -154,6 +154,11 @@ class Server(_Section):
     read_deadline_seconds: float = Field(10.0, gt=0)
     # Connections beyond this are refused at once (None: 90 % of the soft descriptor limit).
     max_connections: int | None = Field(None, ge=1)
+    # An idle keep-alive connection is closed after this long. Above the 90 s for which kube-apiserver's webhook
+    # client and kube-scheduler's extender client keep idle connections (client-go's transport defaults), so the
+    # client closes first: it never sends a review on a connection this end is closing (a failed call, an "EOF"
+    # error under failurePolicy), and a burst after a lull needs no new TLS handshakes. uvicorn's own 5 s did both.
+    keep_alive_seconds: float = Field(120.0, gt=0)
     # The read-only status page at / and /status (inventory, admissions, recent rejections, the fit planner).
     status_page: bool = True
 

@@ -7,8 +7,9 @@ webhook calls among them — fails: the validating webhook then fails closed, th
 
 :class:`DeadlineProtocol` is uvicorn's httptools protocol with a timer armed when a connection opens and when a
 request begins, disarmed when the request is complete: a connection that has not delivered a complete request
-within ``server.read_deadline_seconds`` is aborted (idle keep-alive connections are uvicorn's own
-``timeout_keep_alive`` business). A connection beyond ``server.max_connections`` (by default 90 % of the soft
+within ``server.read_deadline_seconds`` is aborted (idle keep-alive connections are closed by uvicorn after
+``server.keep_alive_seconds``). A connection made with a certificate that has since been replaced is closed after
+its next response. A connection beyond ``server.max_connections`` (by default 90 % of the soft
 descriptor limit) is refused at once, so the descriptors left are enough to serve. Both are counted
 (``vramgate_connections_closed_slow_total``, ``vramgate_connections_refused_total``) and logged at most once a
 minute.
@@ -78,9 +79,13 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._guard: ConnectionGuard | None = getattr(self.config, "vg_guard", None)
         self._read_timer: asyncio.TimerHandle | None = None
+        self._reloader: Any = getattr(self.config, "reloader", None)  # tls.reload.CertReloader when serving TLS
+        self._cert_generation = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if self._reloader is not None:
+            self._cert_generation = self._reloader.reloads
         guard = self._guard
         if guard is None:
             return
@@ -93,6 +98,14 @@ class DeadlineProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._arm()
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        if self._reloader is not None and self._reloader.reloads != self._cert_generation and self.cycle is not None:
+            # Made with a certificate since replaced: answer, then close (``Connection: close``), so the client
+            # reconnects with the current one. Idle connections live ``server.keep_alive_seconds`` (longer than the
+            # API server's 90 s), and a busy one forever: without this the old certificate would stay in use.
+            self.cycle.keep_alive = False
 
     def on_message_complete(self) -> None:
         self._disarm()

@@ -288,6 +288,7 @@ def make_server(
         server_header=False,
         timeout_graceful_shutdown=min(graceful, DEV_GRACEFUL_TIMEOUT_S) if fast else graceful,
         http=DeadlineProtocol,
+        timeout_keep_alive=state.config.server.keep_alive_seconds,
         **kwargs,
     )
     server_config = state.config.server

@@ -1,0 +1,119 @@
+"""Keep-alive connections of `vramgate serve`: idle ones live for ``server.keep_alive_seconds``, not uvicorn's 5 s (the
+API server and kube-scheduler keep idle connections for 90 s, and the side that closes first must be theirs); one
+made with a certificate since replaced is closed after its next answer."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+from cryptography import x509
+
+from webhook.config import Config
+from webhook.tls.certs import make_bundle, write_bundle
+
+from .helpers import EXAMPLES
+from .test_server import VRAMGATE, free_port, wait_ready
+from .tlsutil import client_context, request, serial_of
+
+KEEP_ALIVE = 7.0  # above uvicorn's 5 s, so the first check fails under its default
+
+
+def test_default_outlives_the_api_servers_idle_connections() -> None:
+    assert Config().server.keep_alive_seconds > 90.0
+
+
+def test_an_idle_connection_is_kept_for_keep_alive_seconds_then_closed(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"server:\n  keep_alive_seconds: {KEEP_ALIVE}\n  shutdown_delay_seconds: 0\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
+         "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=client_context(tmp_path / "certs" / "ca.crt"),
+                                           timeout=10)
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().read() is not None
+        sock = conn.sock
+        time.sleep(6.0)  # idle past uvicorn's default
+        conn.request("GET", "/healthz")
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.read() is not None
+        assert conn.sock is sock  # the same connection: no new TLS handshake
+        started = time.monotonic()
+        sock.settimeout(KEEP_ALIVE + 5)
+        assert sock.recv(1) == b""  # the server closes it once idle for keep_alive_seconds
+        waited = time.monotonic() - started
+        assert KEEP_ALIVE - 1 < waited < KEEP_ALIVE + 2, waited
+        conn.close()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_a_connection_made_with_a_replaced_certificate_is_closed_after_its_next_answer(tmp_path: Path) -> None:
+    """With idle connections kept for minutes, a rotated-out certificate would stay in use on them: each is answered
+    once more with ``Connection: close``, and the client's next connection gets the current certificate."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(VRAMGATE), "serve", "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"), "--host", "127.0.0.1",
+         "--port", str(port)],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    certs = tmp_path / "certs"
+    try:
+        wait_ready(port, certs / "ca.crt", proc)
+        first_ca = (certs / "ca.crt").read_bytes()
+        second = make_bundle(["localhost", "127.0.0.1"])
+        both = tmp_path / "both.pem"
+        both.write_bytes(first_ca + second.ca_pem)
+        ctx = client_context(both)
+        old = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+        head = _get(old)
+        assert head.startswith(b"HTTP/1.1 200") and b"connection: close" not in head.lower()  # kept alive
+        old_serial = x509.load_der_x509_certificate(old.getpeercert(binary_form=True)).serial_number
+        write_bundle(second, certs)
+        new_serial = serial_of(certs / "tls.crt")
+        deadline = time.monotonic() + 10
+        while request(port, ctx)[1] != new_serial:  # the reload is polled every second
+            assert time.monotonic() < deadline, "certificate not reloaded"
+            time.sleep(0.1)
+        assert x509.load_der_x509_certificate(old.getpeercert(binary_form=True)).serial_number == old_serial
+        head = _get(old)  # still answered on the old connection
+        assert head.startswith(b"HTTP/1.1 200") and b"connection: close" in head.lower()
+        assert old.recv(1) == b""  # then closed by the server
+        old.close()
+        fresh = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+        for _ in range(2):  # on the current certificate, and kept alive
+            fresh.request("GET", "/healthz")
+            resp = fresh.getresponse()
+            assert resp.status == 200 and resp.read() is not None and resp.getheader("connection") is None
+        assert x509.load_der_x509_certificate(fresh.sock.getpeercert(binary_form=True)).serial_number == new_serial
+        fresh.close()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _get(tls: ssl.SSLSocket) -> bytes:
+    """GET /healthz on an open connection; the response head (the body is a few bytes and read with it)."""
+    tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = tls.recv(4096)
+        assert chunk, "closed before an answer"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = int(next(line.split(b":")[1] for line in lines if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += tls.recv(4096)
+    return head

@@ -59,6 +59,36 @@ def test_an_idle_connection_is_kept_for_keep_alive_seconds_then_closed(tmp_path:
         proc.wait(timeout=10)
 
 
+def test_a_connection_that_has_sent_nothing_is_idle_not_slow(tmp_path: Path) -> None:
+    """Go's HTTP client dials ahead and pools the connections it did not use: one that has sent nothing yet lives as
+    an idle keep-alive connection, not the read deadline of a request begun and not finished."""
+    config = tmp_path / "config.yaml"
+    config.write_text("server:\n  read_deadline_seconds: 1\n  keep_alive_seconds: 3\n  shutdown_delay_seconds: 0\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
+         "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
+        ctx = client_context(tmp_path / "certs" / "ca.crt")
+        pooled = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+        time.sleep(2.0)  # past the read deadline, within the keep-alive
+        assert _get(pooled).startswith(b"HTTP/1.1 200")
+        pooled.close()
+        silent = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+        started = time.monotonic()
+        assert silent.recv(1) == b""  # closed once idle for keep_alive_seconds
+        assert 2.5 < time.monotonic() - started < 5.0
+        silent.close()
+        metrics = request(port, ctx, path="/metrics")[2].decode()
+        assert "vramgate_connections_closed_slow_total 0.0" in metrics
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 def test_a_connection_made_with_a_replaced_certificate_is_closed_after_its_next_answer(tmp_path: Path) -> None:
     """With idle connections kept for minutes, a rotated-out certificate would stay in use on them: each is answered
     once more with ``Connection: close``, and the client's next connection gets the current certificate."""

@@ -5,14 +5,14 @@ and then sends half a request line, half its headers or half its body holds a de
 likes; a thousand of them exhaust a container's descriptor limit and every new connection — the API server's
 webhook calls among them — fails: the validating webhook then fails closed, the mutating one open.
 
-:class:`DeadlineProtocol` is uvicorn's httptools protocol with a timer armed when a connection opens and when a
-request begins, disarmed when the request is complete: a connection that has not delivered a complete request
-within ``server.read_deadline_seconds`` is aborted (idle keep-alive connections are closed by uvicorn after
-``server.keep_alive_seconds``). A connection made with a certificate that has since been replaced is closed after
-its next response. A connection beyond ``server.max_connections`` (by default 90 % of the soft
-descriptor limit) is refused at once, so the descriptors left are enough to serve. Both are counted
-(``vramgate_connections_closed_slow_total``, ``vramgate_connections_refused_total``) and logged at most once a
-minute.
+:class:`DeadlineProtocol` is uvicorn's httptools protocol with a timer armed when a request begins, disarmed when
+the request is complete: a connection that has not delivered a complete request within
+``server.read_deadline_seconds`` of its first byte is aborted. Idle connections (between requests, or before the
+first: Go's HTTP client dials ahead and pools what it did not use) are closed after ``server.keep_alive_seconds``. A
+connection made with a certificate that has since been replaced is closed after its next response. A connection
+beyond ``server.max_connections`` (by default 90 % of the soft descriptor limit) is refused at once, so the
+descriptors left are enough to serve. Aborts and refusals are counted (``vramgate_connections_closed_slow_total``,
+``vramgate_connections_refused_total``) and logged at most once a minute.
 """
 
 from __future__ import annotations
@@ -93,7 +93,10 @@ class DeadlineProtocol(HttpToolsProtocol):
             guard.refused()
             transport.abort()
             return
-        self._arm()
+        # Nothing sent yet is idle, not slow: Go's HTTP client (the API server's, kube-scheduler's) dials ahead and
+        # pools the connections it did not need. Closed like any idle keep-alive connection; the read deadline starts
+        # with the first byte of a request (on_message_begin), and uvicorn cancels this timer when data arrives.
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

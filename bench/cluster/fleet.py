@@ -117,20 +117,22 @@ POD_MIX: list[PodShape] = [
 ]
 
 
+def shape_pod(shape: PodShape, scheduler: str, run: str, i: int = 0) -> dict[str, Any]:
+    """A GPU pod of ``shape`` as the bench creates it."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{run}-{i:05d}-{shape.name}", "labels": {BENCH_LABEL: run, "shape": shape.name},
+                     "annotations": {"vramgate.io/vram": shape.vram}},
+        "spec": {"schedulerName": scheduler, "containers": [_container(shape.gpus)],
+                 "terminationGracePeriodSeconds": 0},
+    }
+
+
 def bench_pods(count: int, scheduler: str, run: str, seed: int = 7) -> list[dict[str, Any]]:
     """``count`` GPU pods drawn from :data:`POD_MIX` (same sequence for the same seed)."""
     rng = random.Random(seed)
     shapes = rng.choices(POD_MIX, weights=[s.share for s in POD_MIX], k=count)
-    return [
-        {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{run}-{i:05d}-{s.name}", "labels": {BENCH_LABEL: run, "shape": s.name},
-                         "annotations": {"vramgate.io/vram": s.vram}},
-            "spec": {"schedulerName": scheduler, "containers": [_container(s.gpus)],
-                     "terminationGracePeriodSeconds": 0},
-        }
-        for i, s in enumerate(shapes)
-    ]
+    return [shape_pod(s, scheduler, run, i) for i, s in enumerate(shapes)]
 
 
 def admission_pod(i: int, run: str) -> dict[str, Any]:

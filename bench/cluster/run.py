@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from bench.cluster import fleet
+from bench.cluster import bound, fleet
 from bench.cluster.kube import Api, PodWatch, paced, percentile
 from tests.chart.render import one
 from tests.e2e.harness import REPO_ROOT, ControlPlane, Process, free_port
@@ -233,6 +233,8 @@ class Results:
     fleet_seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     profiles: dict[str, dict[str, float]] = field(default_factory=dict)
+    # size → nodes kube-scheduler's filter pass visits per pod (bench/cluster/bound.py): as written, placed, ratio
+    bounds: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- the bench
@@ -251,6 +253,7 @@ class Bench:
         self.existing = 0
         self.profiles: dict[str, dict[str, float]] = {}
         self.node_objects: list[dict[str, Any]] = []
+        self.used: dict[str, int] = {}  # GPUs the already-running pods take, per node
 
     def __enter__(self) -> Bench:
         t0 = time.monotonic()
@@ -304,6 +307,9 @@ class Bench:
         occupied = [n for k, n in enumerate(gpu)
                     if fleet.gpu_devices(n) and (k * 7919) % 100 < fleet.OCCUPIED_SHARE * 100]
         pods = [fleet.existing_pod(n, self.existing + k) for k, n in enumerate(occupied)]
+        for pod in pods:
+            gpus = pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"]
+            self.used[pod["spec"]["nodeName"]] = int(gpus)
         self.api.create_many(pods, lambda o: f"/api/v1/namespaces/{BENCH_NS}/pods", threads=self.args.threads)
         self.nodes, self.gpu_nodes, self.existing = size, self.gpu_nodes + len(gpu), self.existing + len(pods)
         created = time.perf_counter() - t0
@@ -610,6 +616,8 @@ def table(res: Results) -> str:
         cyc = (f"{r.cycle_ms['algorithm']:.2f} ({r.cycle_ms['filter+extenders']:.2f})" if r.cycle_ms else "–")
         lines.append(f"| {r.nodes:,} | {r.config} | {r.pods_per_s:.1f} | {ratio:.2f} | {r.bound} | {r.unschedulable} "
                      f"| {r.p50_ms:.0f} | {r.p99_ms:.0f} | {ext} | {cyc} | {r.load:.1f} |")
+    for size, b in sorted(res.bounds.items(), key=lambda kv: int(kv[0])):
+        lines += ["", filter_pass_line(res, int(size), b)]
     lines += ["", "API server create latency (client side, kept-alive HTTPS, paced)", ""]
     lines.append("| nodes | kind | webhooks | samples | p50 ms | p99 ms | mean ms | p99 added ms "
                  "| vramgate ms per review (wall / CPU) | load avg |")
@@ -622,6 +630,19 @@ def table(res: Results) -> str:
         lines.append(f"| {a.nodes:,} | {a.kind} | {'on' if a.webhooks else 'off'} | {a.samples} | {a.p50_ms:.2f} "
                      f"| {a.p99_ms:.2f} | {a.mean_ms:.2f} | {added} | {review} | {a.load:.1f} |")
     return "\n".join(lines)
+
+
+def filter_pass_line(res: Results, size: int, b: dict[str, float]) -> str:
+    """What kube-scheduler's filter pass must visit for correctly placed pods, beside what it measured."""
+    line = (f"{size:,} nodes: kube-scheduler's filter pass visits {b['as_written']:.0f} nodes per pod as written, "
+            f"{b['placed']:.0f} for any correct placement (x{b['ratio']:.2f}, bench/cluster/bound.py)")
+    cycles = {r.config: r.cycle_ms for r in res.scheduler if r.nodes == size and r.cycle_ms}
+    base = cycles.get("default", {}).get("filter+extenders")
+    for config in ("native", "selector"):
+        ms = cycles.get(config, {}).get("filter+extenders")
+        if base and ms:
+            line += f"; measured {config} x{ms / base:.2f} ({ms:.2f} vs {base:.2f} ms a cycle)"
+    return line
 
 
 def final_line(res: Results) -> str:
@@ -675,6 +696,10 @@ def main(argv: list[str] | None = None) -> int:
         with Bench(args) as bench:
             for size in sizes:
                 res.fleet_seconds[str(size)] = bench.grow(size)
+                b = bound.scan(bench.node_objects, bench.used)
+                res.bounds[str(size)] = {"as_written": b.as_written, "placed": b.placed, "ratio": b.ratio}
+                log(f"  filter pass, nodes visited per pod (from the fleet): {b.as_written:.0f} as written, "
+                    f"{b.placed:.0f} placed on GPUs that hold them (x{b.ratio:.2f}, any correct placement)")
                 for config in args.configs.split(",") if "scheduler" in phases else ():
                     res.scheduler.append(bench.schedule(size, config))
                     save()

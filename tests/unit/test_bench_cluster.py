@@ -135,3 +135,35 @@ def test_hand_placed_pods_name_the_products_that_hold_them() -> None:
     assert products("small") == ["NVIDIA-A100-SXM4-40GB", "NVIDIA-A10G", "NVIDIA-H100-80GB-HBM3", "NVIDIA-L4",
                                  "Tesla-T4"]
     assert "NVIDIA-A10G-SHARED" in products("sixteen") and products("nowhere-vram") == ["none"]
+
+
+def test_feasible_nodes_to_find_is_kube_schedulers_adaptive_quota() -> None:
+    from bench.cluster.bound import feasible_to_find, visited
+
+    # pkg/scheduler/schedule_one.go numFeasibleNodesToFind: all below 100 nodes, 50 % - n/125 (>= 5 %), >= 100.
+    assert [feasible_to_find(n) for n in (50, 100, 150, 1000, 5000, 20000)] == [50, 100, 100, 420, 500, 1000]
+    assert visited(5000, 5000) == 500 and visited(5000, 1250) == 2000 and visited(5000, 100) == 5000
+    assert visited(5000, 0) == 5000
+
+
+def test_correct_placement_makes_the_filter_pass_visit_more_nodes() -> None:
+    from bench.cluster.bound import scan
+    from bench.cluster.run import filter_pass_line
+
+    nodes = [fleet.node_object(i) for i in range(1000)]
+    b = scan(nodes, {})
+    # The 70 GiB one-GPU pod: any free GPU as written, only the H100s (about a quarter of the fleet) placed: fewer
+    # than the 420 feasible nodes kube-scheduler wants at 1,000 nodes, so it visits every node.
+    written, placed, v_written, v_placed = b.by_shape["large"]
+    assert 0.15 < placed / written < 0.35 and v_placed == 1000 > 2 * v_written
+    # A shape that fits every GPU with free devices costs the same both ways; one no GPU holds is never created.
+    assert b.by_shape["sixteen"][0] == b.by_shape["sixteen"][1]
+    assert b.by_shape["nowhere-vram"][1] == 0
+    assert 1.2 < b.ratio < 2.0
+    res = Results("t", "2 CPUs", [1000])
+    res.scheduler.append(SchedResult(1000, "default", 400, 400, 0, 100.0, 15, 150, 20, 40, 2.0,
+                                     cycle_ms={"algorithm": 5.0, "filter+extenders": 3.0}))
+    res.scheduler.append(SchedResult(1000, "native", 393, 393, 0, 70.0, 15, 150, 20, 40, 2.0,
+                                     cycle_ms={"algorithm": 8.0, "filter+extenders": 6.0}))
+    line = filter_pass_line(res, 1000, {"as_written": b.as_written, "placed": b.placed, "ratio": b.ratio})
+    assert f"x{b.ratio:.2f}" in line and "measured native x2.00 (6.00 vs 3.00 ms a cycle)" in line

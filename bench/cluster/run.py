@@ -172,6 +172,26 @@ def parse_scheduler_metrics(text: str) -> dict[str, tuple[float, float]]:
     return {k: (v[0], v[1]) for k, v in totals.items()}
 
 
+WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
+
+
+def webhook_call_stats(text: str) -> dict[str, tuple[float, float]]:
+    """(sum seconds, count) per webhook name of kube-apiserver's webhook call histogram (admit and validate)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != WEBHOOK_HISTOGRAM:
+            continue
+        for sample in family.samples:
+            entry = totals.setdefault(sample.labels.get("name", ""), [0.0, 0.0])
+            if sample.name.endswith("_sum"):
+                entry[0] += sample.value
+            elif sample.name.endswith("_count"):
+                entry[1] += sample.value
+    return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
 def per_cycle_ms(stats: dict[str, tuple[float, float]]) -> dict[str, float]:
     """Mean ms per scheduled attempt of each part, and the filter pass + extenders as the remainder."""
     cycles = stats.get("algorithm", (0.0, 0.0))[1]
@@ -221,6 +241,8 @@ class AdmissionResult:
     review_ms: float = float("nan")  # vramgate's own mean time per AdmissionReview (its metrics)
     review_cpu_ms: float = float("nan")  # vramgate's CPU time in the round ÷ reviews (watches included)
     load: float = float("nan")  # the machine's 1-minute load average as the phase started
+    # kube-apiserver's own mean ms per call of each vramgate webhook (round trip as the API server times it)
+    webhook_call_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -515,12 +537,18 @@ class Bench:
         c = sum(v for (n, _), v in m.items() if n == "vramgate_admission_duration_seconds_count")
         return s, c
 
+    def webhook_calls(self) -> dict[str, tuple[float, float]]:
+        """kube-apiserver's webhook call histogram so far (empty when /metrics is unreadable)."""
+        status, text, _ = self.api.call("GET", "/metrics")
+        return webhook_call_stats(text) if status == 200 and isinstance(text, str) else {}
+
     def admission(self, size: int) -> list[AdmissionResult]:
         """Creates at a fixed rate, webhooks off and on in alternating rounds (the machine's drift hits
         both alike); the first creates of each round are dropped (connections being opened)."""
         assert self.gate is not None
         lat: dict[tuple[str, bool], list[float]] = {}
         server: dict[bool, list[float]] = {False: [0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0]}
+        calls: dict[str, list[float]] = {}  # webhook name → [seconds, calls] over the rounds with webhooks on
         load = os.getloadavg()[0]
         kinds = {"/api/v1/namespaces/bench/pods": "Pod", "/apis/apps/v1/namespaces/bench/deployments": "Deployment"}
         per_round = max(1, self.args.admission // self.args.admission_rounds)
@@ -539,6 +567,7 @@ class Bench:
                     objs.append(("/apis/apps/v1/namespaces/bench/deployments", fleet.admission_deployment(i, run)))
                 s0, c0 = self.admission_seconds()
                 cpu0 = self.cpu_seconds()
+                w0 = self.webhook_calls() if webhooks else {}
                 prof = self.start_profile(size, f"admission{rnd}") if webhooks and rnd == 0 else None
                 sent = sorted(paced(self.api, objs, self.args.admission_rate, threads=8), key=lambda x: x[2])
                 self.stop_profile(prof, size, f"admission{rnd}")
@@ -546,6 +575,11 @@ class Bench:
                 server[webhooks][0] += s1 - s0
                 server[webhooks][1] += c1 - c0
                 server[webhooks][2] += self.cpu_seconds() - cpu0
+                for name, (w_s, w_c) in (self.webhook_calls() if webhooks else {}).items():
+                    before = w0.get(name, (0.0, 0.0))
+                    acc = calls.setdefault(name, [0.0, 0.0])
+                    acc[0] += w_s - before[0]
+                    acc[1] += w_c - before[1]
                 for path, kind in kinds.items():
                     lat.setdefault((kind, webhooks), []).extend(
                         [took * 1000 for p, _, _, took in sent if p == path][10:])
@@ -559,11 +593,17 @@ class Bench:
             r = AdmissionResult(size, webhooks, kind, len(values), percentile(values, 50), percentile(values, 99),
                                 statistics.fmean(values), s / c * 1000 if c else float("nan"),
                                 cpu / c * 1000 if c else float("nan"), load)
+            if webhooks:
+                r.webhook_call_ms = {name: w_s / w_c * 1000 for name, (w_s, w_c) in calls.items() if w_c}
             out.append(r)
             log(f"  create {kind:10s} webhooks {'on ' if webhooks else 'off'}: p50 {r.p50_ms:.2f} ms "
                 f"p99 {r.p99_ms:.2f} ms ({r.samples} at {self.args.admission_rate / 2:.0f}/s)"
                 + (f"; vramgate answers a review in {r.review_ms:.2f} ms wall, {r.review_cpu_ms:.2f} ms CPU"
                    if webhooks else "") + f" (load average {load:.1f})")
+        if calls:
+            log("  kube-apiserver times each webhook call at " + ", ".join(
+                f"{name} {w_s / w_c * 1000:.2f} ms" for name, (w_s, w_c) in sorted(calls.items()) if w_c)
+                + " (apiserver_admission_webhook_admission_duration_seconds)")
         return out
 
 

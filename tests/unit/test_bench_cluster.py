@@ -167,3 +167,29 @@ def test_correct_placement_makes_the_filter_pass_visit_more_nodes() -> None:
                                      cycle_ms={"algorithm": 8.0, "filter+extenders": 6.0}))
     line = filter_pass_line(res, 1000, {"as_written": b.as_written, "placed": b.placed, "ratio": b.ratio})
     assert f"x{b.ratio:.2f}" in line and "measured native x2.00 (6.00 vs 3.00 ms a cycle)" in line
+
+
+def test_webhook_call_times_from_kube_apiservers_histogram() -> None:
+    from bench.cluster.run import WEBHOOK_HISTOGRAM, webhook_call_stats
+
+    def sample(suffix: str, name: str, op: str, kind: str, value: float, le: str = "") -> str:
+        bucket = f',le="{le}"' if le else ""
+        return (f'{WEBHOOK_HISTOGRAM}_{suffix}{{name="{name}",operation="{op}",rejected="false",type="{kind}"'
+                f"{bucket}}} {value}")
+
+    text = "\n".join([
+        f"# HELP {WEBHOOK_HISTOGRAM} [STABLE] Admission webhook latency",
+        f"# TYPE {WEBHOOK_HISTOGRAM} histogram",
+        sample("bucket", "mutate.vramgate.io", "CREATE", "admit", 3, "0.005"),
+        sample("bucket", "mutate.vramgate.io", "CREATE", "admit", 4, "+Inf"),
+        sample("sum", "mutate.vramgate.io", "CREATE", "admit", 0.02),
+        sample("count", "mutate.vramgate.io", "CREATE", "admit", 4),
+        sample("sum", "validate.vramgate.io", "CREATE", "validating", 0.03),
+        sample("count", "validate.vramgate.io", "CREATE", "validating", 5),
+        sample("sum", "validate.vramgate.io", "UPDATE", "validating", 0.01),
+        sample("count", "validate.vramgate.io", "UPDATE", "validating", 1),
+        "# TYPE apiserver_request_total counter",
+        'apiserver_request_total{code="201",verb="POST"} 9',
+        "",
+    ])
+    assert webhook_call_stats(text) == {"mutate.vramgate.io": (0.02, 4.0), "validate.vramgate.io": (0.04, 6.0)}

@@ -695,13 +695,16 @@ def test_least_privilege_per_role(render: Render) -> None:
     autofit = {("", "events", "create")} | {(g, r, "get") for g, r in (
         ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"), ("apps", "daemonsets"),
         ("batch", "jobs"), ("batch", "cronjobs"))}
-    assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == read | {("", "configmaps", "get")} | autofit
+    # The mutation reads PriorityClasses to set spec.priority as the Priority plugin will (one /mutate call a Pod).
+    priorities = {("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")}
+    assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == (
+        read | priorities | {("", "configmaps", "get")} | autofit)
     # Native placement (the default) runs no extender; with it, the extender reads what the webhook reads.
     assert not find(objs, "ClusterRole", "vramgate-extender")
     assert grants(rules_of(render(EXTENDER, namespace=NS), "ClusterRole", "vramgate-extender")) == read
     off = render({"config": {"admission": {"read_configmaps": False}}, "webhook": {"autofit": {"enabled": False}}},
                  namespace=NS)
-    assert grants(rules_of(off, "ClusterRole", "vramgate-webhook")) == read
+    assert grants(rules_of(off, "ClusterRole", "vramgate-webhook")) == read | priorities
     controller = grants(rules_of(objs, "ClusterRole", "vramgate-controller"))
     assert controller == (
         {("", "nodes", v) for v in ("get", "list", "watch", "patch", "update")}

@@ -274,6 +274,12 @@ def test_pod_that_fits_only_the_large_gpu_lands_there(
     assert r.returncode == 0, r.stderr
     assert cluster.wait_pod_bound("qwen", namespace) == "s3-h100"
     assert_mutated(cluster.get_pod("qwen", namespace), "gpu-production-priority", 1000)
+    # The mutation set spec.priority as the Priority plugin resolves the class (from the watched PriorityClass),
+    # so the plugin's re-run changed nothing and kube-apiserver did not call /mutate a second time.
+    reviews = [line for line in gate.log_text().splitlines()
+               if '"msg":"review"' in line and f'"object":"{namespace}/qwen"' in line]
+    assert sum('"webhook":"mutate"' in line for line in reviews) == 1, reviews
+    assert sum('"webhook":"validate"' in line for line in reviews) == 1, reviews
 
 
 def test_multi_gpu_pod_lands_only_where_enough_healthy_gpus_are_free(

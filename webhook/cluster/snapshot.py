@@ -37,6 +37,9 @@ class Snapshot:
     # inventory): equal values mean the same node objects, so what is derived from the nodes alone still
     # holds. 0: unknown (a fixed inventory, a test), derive it again.
     nodes_revision: int = 0
+    # PriorityClass name → (value, preemptionPolicy) as the Priority admission plugin resolves them (live inventory;
+    # empty when not watched: the mutation then leaves them to the plugin).
+    priority_classes: Mapping[str, tuple[int, str]] = field(default_factory=dict)
 
     def free_gpus(self, name: str) -> int:
         node = self.nodes.get(name)

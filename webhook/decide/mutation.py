@@ -8,6 +8,7 @@ safe under ``reinvocationPolicy: IfNeeded``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -232,8 +233,10 @@ def _ensure_memory_floor(container: dict[str, Any], floor_mib: float) -> None:
 # The mutations.
 
 
-def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config) -> tuple[dict[str, Any], list[str]]:
-    """The admitted GPU Pod with vramgate's additions, and warnings about what was changed."""
+def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config,
+               priorities: Mapping[str, tuple[int, str]] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The admitted GPU Pod with vramgate's additions, and warnings about what was changed. ``priorities``: the
+    PriorityClasses' (value, preemptionPolicy) by name (Snapshot.priority_classes)."""
     demand = judgement.demand
     if demand is None or not judgement.allowed:
         return pod, []
@@ -297,9 +300,16 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config) -> tup
     pc = adm.tiers.get(demand.tier)
     if pc and not spec.get("priorityClassName"):
         spec["priorityClassName"] = pc
-        # kube-apiserver's Priority plugin resolved these before webhooks ran; it re-runs and recomputes them.
-        spec.pop("priority", None)
-        spec.pop("preemptionPolicy", None)
+        # kube-apiserver's Priority plugin resolved these before webhooks ran (for no class) and re-runs after a
+        # webhook changes the Pod. Set as it will resolve them, its re-run changes nothing and this webhook is not
+        # called again (reinvocationPolicy IfNeeded re-invokes it when a later plugin changes the Pod); a class
+        # not known yet is left to the plugin, at the price of that second call.
+        resolved = priorities.get(pc) if priorities else None
+        if resolved is not None:
+            spec["priority"], spec["preemptionPolicy"] = resolved
+        else:
+            spec.pop("priority", None)
+            spec.pop("preemptionPolicy", None)
     if adm.scheduler_name and spec.get("schedulerName") in (None, "", "default-scheduler"):
         spec["schedulerName"] = adm.scheduler_name
     grace = spec.get("terminationGracePeriodSeconds")
@@ -399,11 +409,12 @@ def mutate_claim(claim: dict[str, Any], judgement: Judgement, config: Config) ->
     return out if changed else claim
 
 
-def mutation(obj: dict[str, Any], judgement: Judgement, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+def mutation(obj: dict[str, Any], judgement: Judgement, config: Config,
+             priorities: Mapping[str, tuple[int, str]] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """JSONPatch operations (empty when nothing changes) and warnings for one admitted object."""
     kind = obj.get("kind")
     if kind == "Pod":
-        mutated, notes = mutate_pod(obj, judgement, config)
+        mutated, notes = mutate_pod(obj, judgement, config, priorities)
     elif kind == "Job":
         mutated, notes = mutate_job(obj, judgement, config), []
     elif kind in (TEMPLATE_KIND, CLAIM_KIND):

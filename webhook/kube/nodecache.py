@@ -46,11 +46,16 @@ from .heap import Settler
 
 log = logging.getLogger("vramgate.nodecache")
 
-Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate"]
+Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "PriorityClass"]
 KINDS: tuple[Kind, ...] = ("Node", "Pod", "Namespace")
 # resource.k8s.io/v1 (Kubernetes 1.34+): where DRA drivers publish GPUs, and what pods' claims refer to. A
 # cluster that does not serve them (404) counts as listed, with none.
 DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate")
+# PriorityClasses: the value and preemption policy the Priority admission plugin will give a Pod of each class, so
+# the mutation can set them as it would and the plugin's re-run changes nothing (no second mutating call).
+PRIORITY_KIND: Kind = "PriorityClass"
+# Kinds an API server may not serve or the RBAC may not grant: listed as empty, retried now and then.
+OPTIONAL_KINDS: tuple[Kind, ...] = (*DRA_KINDS, PRIORITY_KIND)
 ENFORCEMENT_LABEL = "vramgate.io/enforcement"
 # Only pods that hold devices: bound (``holds_gpus``) and not terminal. The API server filters the rest out, so
 # a pod arrives when it is bound and leaves (DELETED on the watch) when it finishes; creating, and the
@@ -144,6 +149,9 @@ class InventoryState:
         # namespaces
         self._enforcement: dict[str, str] = {}
         self._ns_rv: dict[str, int | None] = {}
+        # priority classes: name → (value, preemptionPolicy)
+        self._priorities: dict[str, tuple[int, str]] = {}
+        self._pc_rv: dict[str, int | None] = {}
         # per kind
         self._resume: dict[Kind, str] = {}
         self._listed: set[Kind] = set()
@@ -195,6 +203,7 @@ class InventoryState:
                 versions=dict(self._node_version),
                 dra=self._dra_view,
                 nodes_revision=self._nodes_revision,
+                priority_classes=self._priorities,
             )
             if not nodes_changed:
                 # Pod churn changes free GPUs only: the first review after it must not re-sort the fleet.
@@ -223,6 +232,15 @@ class InventoryState:
             self._dra_rv = {k: v for k, v in self._dra_rv.items() if k[0] != kind or k[1] in objs}
             self._dra[kind] = objs
             self._dra_changed(kind)
+        elif kind == PRIORITY_KIND:
+            for obj in items:
+                name = _name(obj) if isinstance(obj, dict) else None
+                if name is not None:
+                    seen.add(name)
+                    self._upsert_priority(name, obj)
+            for name in [n for n in self._pc_rv if n not in seen]:
+                if not _stale(list_rv, self._pc_rv.get(name)):
+                    self._drop_priority(name)
         elif kind == "Node":
             for obj in items:
                 name = _name(obj) if isinstance(obj, dict) else None
@@ -308,6 +326,9 @@ class InventoryState:
             self._dra[kind][key] = {**obj, "kind": kind}
             self._dra_changed(kind)
             return "applied"
+        if kind == PRIORITY_KIND:
+            name = _name(obj)
+            return "unchanged" if name is None else self._upsert_priority(name, obj)
         if kind == "Node":
             name = _name(obj)
             return "unchanged" if name is None else self._upsert_node(name, obj)
@@ -328,6 +349,13 @@ class InventoryState:
                 return "unchanged"
             self._dra_changed(kind)
             return "applied"
+        if kind == PRIORITY_KIND:
+            name = _name(obj)
+            if name is None or _stale(new, self._pc_rv.get(name)):
+                return "unchanged" if name is None else "stale"
+            existed = self._drop_priority(name)
+            self._pc_rv[name] = new  # tombstone until the next re-list
+            return "applied" if existed else "unchanged"
         if kind == "Node":
             name = _name(obj)
             if name is None:
@@ -477,6 +505,32 @@ class InventoryState:
         if len(self._node_rv) > 2 * len(self._nodes) + 1024:
             self._node_rv = {k: v for k, v in self._node_rv.items() if k in self._nodes}
 
+    # ---- priority classes ------------------------------------------------------------------
+
+    def _upsert_priority(self, name: str, obj: dict[str, Any]) -> Outcome:
+        new = rv_number(resource_version(obj))
+        if _stale(new, self._pc_rv.get(name)):
+            return "stale"
+        self._pc_rv[name] = new
+        value, policy = obj.get("value"), obj.get("preemptionPolicy") or "PreemptLowerPriority"
+        if type(value) is not int or not isinstance(policy, str):
+            return "unchanged" if not self._drop_priority(name) else "applied"
+        if self._priorities.get(name) == (value, policy):
+            return "unchanged"
+        # A new dict, not a mutation: published snapshots hold the old one.
+        self._priorities = {**self._priorities, name: (value, policy)}
+        self._dirty = True
+        return "applied"
+
+    def _drop_priority(self, name: str) -> bool:
+        if name not in self._priorities:
+            self._pc_rv.pop(name, None)
+            return False
+        self._priorities = {k: v for k, v in self._priorities.items() if k != name}
+        self._pc_rv.pop(name, None)
+        self._dirty = True
+        return True
+
     # ---- namespaces ------------------------------------------------------------------------
 
     def _upsert_namespace(self, name: str, obj: dict[str, Any]) -> Outcome:
@@ -565,6 +619,7 @@ class KubeApi:
         api = api_client(kubeconfig)
         self._core = client.CoreV1Api(api)
         self._resource = client.ResourceV1Api(api)
+        self._scheduling = client.SchedulingV1Api(api)
         self._version = client.VersionApi(api)
         self._open: set[Any] = set()
         self._lock = threading.Lock()
@@ -577,6 +632,7 @@ class KubeApi:
             "Node": core.list_node, "Pod": core.list_pod_for_all_namespaces, "Namespace": core.list_namespace,
             "ResourceSlice": res.list_resource_slice, "DeviceClass": res.list_device_class,
             "ResourceClaimTemplate": res.list_resource_claim_template_for_all_namespaces,
+            PRIORITY_KIND: self._scheduling.list_priority_class,
         }
         fn = calls[kind]
         if kind == "Pod":
@@ -586,8 +642,8 @@ class KubeApi:
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone(f"{kind}: {exc.reason}") from exc
-            if exc.status in (403, 404) and kind in DRA_KINDS:
-                # 403: installed without the DRA read rules (an older chart); run without DRA, not unready.
+            if exc.status in (403, 404) and kind in OPTIONAL_KINDS:
+                # 403: installed without the read rules (an older chart); run without the kind, not unready.
                 raise Unavailable(f"{kind}: {exc.status} {exc.reason}") from exc
             raise
 
@@ -667,8 +723,9 @@ class KubeInventory:
     def __init__(self, config: Config, kubeconfig: str | None = None, metrics: Metrics | None = None, *,
                  api: WatchApi | None = None, page_size: int = 500, watch_timeout_s: tuple[int, int] = (300, 600),
                  backoff_base_s: float = 0.5, backoff_cap_s: float = 3.0, dra: bool | None = None,
-                 settler: Settler | None = None) -> None:
+                 priorities: bool | None = None, settler: Settler | None = None) -> None:
         """``dra``: also list+watch the DRA kinds (default: with the real client, when the config names a driver).
+        ``priorities``: also list+watch PriorityClasses (default: with the real client).
 
         ``settler`` freezes the inventory out of the garbage collector after each list and after enough
         watch changes (``kube/heap.py``): the serving process passes one; without it the heap is left alone.
@@ -685,7 +742,9 @@ class KubeInventory:
         self._backoff = (backoff_base_s, backoff_cap_s)
         if dra is None:
             dra = api is None and bool(config.labels.dra_drivers)
-        self.kinds: tuple[Kind, ...] = (*KINDS, *DRA_KINDS) if dra else KINDS
+        if priorities is None:
+            priorities = api is None
+        self.kinds: tuple[Kind, ...] = (*KINDS, *(DRA_KINDS if dra else ()), *((PRIORITY_KIND,) if priorities else ()))
         self._state = InventoryState(config, self.kinds)
         self._settler = settler
         self._lock = threading.Lock()
@@ -755,7 +814,7 @@ class KubeInventory:
                     self._stop.wait(backoff.next())
             except Unavailable as exc:
                 # Not served: count it listed (with nothing) and look again now and then.
-                log.info("%s not served by the API server (%s); DRA inventory off, checking again in %ss", kind, exc,
+                log.info("%s not served by the API server (%s); running without it, checking again in %ss", kind, exc,
                          self.UNAVAILABLE_RETRY_S)
                 with self._lock:
                     self._state.relist(kind, [], None)

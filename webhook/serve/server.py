@@ -59,8 +59,10 @@ def build_inventory(args: argparse.Namespace, config: Config, metrics: Metrics) 
         return StaticInventory(nodes, config, dra)
     from ..kube.nodecache import KubeInventory
 
+    # PriorityClasses only where pods are mutated (the webhook's RBAC grants them; the extender's does not).
+    mutates = getattr(args, "role", "all") in ("all", "webhook")
     return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics,
-                         settler=heap.Settler())
+                         priorities=mutates, settler=heap.Settler())
 
 
 def configmap_reader(config: Config, inventory: InventorySource, kubeconfig: str | None) -> ConfigMapReader | None:

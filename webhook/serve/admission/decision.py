@@ -185,7 +185,7 @@ def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Ca
         if fit_mode == "update" or (fit_mode == "create" and not already_applied(obj)):
             return Cached(_autofitted(obj, judgement, snapshot, config, catalog, namespace, enforcement, runtimes))
         return Cached(Answer(True, judgement.code))  # /validate denies; mutation stays out of the way
-    patch, notes = mutation(obj, judgement, config)
+    patch, notes = mutation(obj, judgement, config, snapshot.priority_classes)
     return Cached(Answer(True, judgement.code, warnings=tuple(notes), patch=patch))
 
 
@@ -203,7 +203,7 @@ def _autofitted(obj: dict[str, Any], judgement: Judgement, snapshot: Snapshot, c
     fixed = jsonpatch.apply_patch(obj, outcome.patch)
     again = judge(fixed, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement,
                   runtimes=runtimes)
-    more, notes = mutation(fixed, again, config) if again.allowed else ([], [])
+    more, notes = mutation(fixed, again, config, snapshot.priority_classes) if again.allowed else ([], [])
     # JSON Patch operations apply in order: the mutation's, computed on the fixed object, follow the fix's.
     note = f"vramgate autofit: applied {outcome.reason} instead of rejecting: {judgement.message.splitlines()[0]}"
     return Answer(True, "autofit", warnings=(note, *notes), patch=[*outcome.patch, *more], autofit=outcome.result,

@@ -1,13 +1,12 @@
 """Keep-alive connections of `vramgate serve`: idle ones live for ``server.keep_alive_seconds``, not uvicorn's 5 s (the
 API server and kube-scheduler keep idle connections for 90 s, and the side that closes first must be theirs); one
-made with a certificate since replaced is closed after its next answer."""
+that has sent nothing is idle, not slow; one made with a certificate since replaced is closed after its next answer."""
 
 from __future__ import annotations
 
 import http.client
 import socket
 import ssl
-import subprocess
 import time
 from pathlib import Path
 
@@ -16,8 +15,7 @@ from cryptography import x509
 from webhook.config import Config
 from webhook.tls.certs import make_bundle, write_bundle
 
-from .helpers import EXAMPLES
-from .test_server import VRAMGATE, free_port, wait_ready
+from .test_server import running_serve
 from .tlsutil import client_context, request, serial_of
 
 KEEP_ALIVE = 7.0  # above uvicorn's 5 s, so the first check fails under its default
@@ -28,16 +26,7 @@ def test_default_outlives_the_api_servers_idle_connections() -> None:
 
 
 def test_an_idle_connection_is_kept_for_keep_alive_seconds_then_closed(tmp_path: Path) -> None:
-    config = tmp_path / "config.yaml"
-    config.write_text(f"server:\n  keep_alive_seconds: {KEEP_ALIVE}\n  shutdown_delay_seconds: 0\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
+    with running_serve(tmp_path, f"keep_alive_seconds: {KEEP_ALIVE}") as (_, port):
         conn = http.client.HTTPSConnection("127.0.0.1", port, context=client_context(tmp_path / "certs" / "ca.crt"),
                                            timeout=10)
         conn.request("GET", "/healthz")
@@ -54,59 +43,36 @@ def test_an_idle_connection_is_kept_for_keep_alive_seconds_then_closed(tmp_path:
         waited = time.monotonic() - started
         assert KEEP_ALIVE - 1 < waited < KEEP_ALIVE + 2, waited
         conn.close()
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def test_a_connection_that_has_sent_nothing_is_idle_not_slow(tmp_path: Path) -> None:
     """Go's HTTP client dials ahead and pools the connections it did not use: one that has sent nothing yet lives as
     an idle keep-alive connection, not the read deadline of a request begun and not finished."""
-    config = tmp_path / "config.yaml"
-    config.write_text("server:\n  read_deadline_seconds: 1\n  keep_alive_seconds: 3\n  shutdown_delay_seconds: 0\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
+    with running_serve(tmp_path, "read_deadline_seconds: 1\nkeep_alive_seconds: 3") as (_, port):
         ctx = client_context(tmp_path / "certs" / "ca.crt")
-        pooled = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+        pooled = _connect(port, ctx)
         time.sleep(2.0)  # past the read deadline, within the keep-alive
         assert _get(pooled).startswith(b"HTTP/1.1 200")
         pooled.close()
-        silent = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+        silent = _connect(port, ctx)
         started = time.monotonic()
         assert silent.recv(1) == b""  # closed once idle for keep_alive_seconds
         assert 2.5 < time.monotonic() - started < 5.0
         silent.close()
         metrics = request(port, ctx, path="/metrics")[2].decode()
         assert "vramgate_connections_closed_slow_total 0.0" in metrics
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def test_a_connection_made_with_a_replaced_certificate_is_closed_after_its_next_answer(tmp_path: Path) -> None:
     """With idle connections kept for minutes, a rotated-out certificate would stay in use on them: each is answered
     once more with ``Connection: close``, and the client's next connection gets the current certificate."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(VRAMGATE), "serve", "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"), "--host", "127.0.0.1",
-         "--port", str(port)],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
     certs = tmp_path / "certs"
-    try:
-        wait_ready(port, certs / "ca.crt", proc)
-        first_ca = (certs / "ca.crt").read_bytes()
+    with running_serve(tmp_path) as (_, port):
         second = make_bundle(["localhost", "127.0.0.1"])
         both = tmp_path / "both.pem"
-        both.write_bytes(first_ca + second.ca_pem)
+        both.write_bytes((certs / "ca.crt").read_bytes() + second.ca_pem)
         ctx = client_context(both)
-        old = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+        old = _connect(port, ctx)
         head = _get(old)
         assert head.startswith(b"HTTP/1.1 200") and b"connection: close" not in head.lower()  # kept alive
         old_serial = x509.load_der_x509_certificate(old.getpeercert(binary_form=True)).serial_number
@@ -128,9 +94,10 @@ def test_a_connection_made_with_a_replaced_certificate_is_closed_after_its_next_
             assert resp.status == 200 and resp.read() is not None and resp.getheader("connection") is None
         assert x509.load_der_x509_certificate(fresh.sock.getpeercert(binary_form=True)).serial_number == new_serial
         fresh.close()
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+
+
+def _connect(port: int, ctx: ssl.SSLContext) -> ssl.SSLSocket:
+    return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
 
 
 def _get(tls: ssl.SSLSocket) -> bytes:

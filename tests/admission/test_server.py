@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -46,23 +47,36 @@ def wait_ready(port: int, ca: Path, proc: subprocess.Popen[bytes], timeout: floa
     raise AssertionError("service did not become ready")
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+@contextlib.contextmanager
+def running_serve(tmp_path: Path, server_config: str = "", *, pipes: bool = False
+                  ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``vramgate serve --dev`` on the example cluster with ``server:`` settings (YAML lines; no drain delay unless
+    they set one); yields the process and its port."""
+    if "shutdown_delay_seconds" not in server_config:
+        server_config = f"shutdown_delay_seconds: 0\n{server_config}"
     config = tmp_path / "config.yaml"
-    config.write_text("server:\n  shutdown_delay_seconds: 1.5\n  tls_reload_interval_seconds: 0.2\n")
+    config.write_text("server:\n" + "".join(f"  {line}\n" for line in server_config.splitlines()))
     port = free_port()
+    out = subprocess.PIPE if pipes else subprocess.DEVNULL
     proc = subprocess.Popen(
         [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
          "--host", "127.0.0.1", "--port", str(port)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=tmp_path, stdout=out, stderr=out,
     )
     try:
         wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
-        yield proc, port, tmp_path
+        yield proc, port
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    with running_serve(tmp_path, "shutdown_delay_seconds: 1.5\ntls_reload_interval_seconds: 0.2", pipes=True) as (
+            proc, port):
+        yield proc, port, tmp_path
 
 
 def connection_header(port: int, ctx: ssl.SSLContext, body: bytes) -> str | None:

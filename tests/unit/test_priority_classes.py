@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonpatch
+
 from webhook.cluster.snapshot import snapshot_from_nodes
 from webhook.config import Config
 from webhook.decide.mutation import mutation
@@ -62,8 +64,6 @@ def _patched(priorities: dict[str, tuple[int, str]] | None) -> dict[str, Any]:
     judgement = judge(pod, snap, cfg, builtin_catalog(), namespace="ml")
     assert judgement.allowed
     ops, _ = mutation(pod, judgement, cfg, priorities)
-    import jsonpatch
-
     out: dict[str, Any] = jsonpatch.apply_patch(pod, ops)
     return out["spec"]
 

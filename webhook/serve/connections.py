@@ -26,6 +26,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ..metrics import Metrics
+from ..tls.reload import CertReloader
 
 log = logging.getLogger("vramgate.server")
 _LOG_EVERY_S = 60.0
@@ -79,7 +80,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._guard: ConnectionGuard | None = getattr(self.config, "vg_guard", None)
         self._read_timer: asyncio.TimerHandle | None = None
-        self._reloader: Any = getattr(self.config, "reloader", None)  # tls.reload.CertReloader when serving TLS
+        self._reloader: CertReloader | None = getattr(self.config, "reloader", None)  # set by the server's config
         self._cert_generation = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]

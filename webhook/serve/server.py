@@ -38,7 +38,7 @@ from ..tls.certs import make_bundle, service_dns_names
 from ..tls.reload import CertReloader
 from .app import create_app
 from .connections import ConnectionGuard, DeadlineProtocol, default_max_connections
-from .state import AppState
+from .state import AppState, plays
 
 log = logging.getLogger("vramgate.server")
 
@@ -60,7 +60,7 @@ def build_inventory(args: argparse.Namespace, config: Config, metrics: Metrics) 
     from ..kube.nodecache import KubeInventory
 
     # PriorityClasses only where pods are mutated (the webhook's RBAC grants them; the extender's does not).
-    mutates = getattr(args, "role", "all") in ("all", "webhook")
+    mutates = plays(getattr(args, "role", "all"), "webhook")
     return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics,
                          priorities=mutates, settler=heap.Settler())
 

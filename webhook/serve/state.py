@@ -20,6 +20,13 @@ from .hub import HubResolver
 from .placeable import PlaceableWorkloads
 
 Role = Literal["all", "webhook", "extender", "controller"]
+
+
+def plays(instance: str, role: Role) -> bool:
+    """Whether an instance started with ``--role instance`` plays ``role``."""
+    return instance in ("all", role)
+
+
 RECENT_REJECTIONS = 20
 
 
@@ -90,7 +97,7 @@ class AppState:
         return not self.shutting_down and self.inventory.snapshot().synced
 
     def serves(self, role: Role) -> bool:
-        return self.role in ("all", role)
+        return plays(self.role, role)
 
     def use_catalog(self, catalog: Catalog) -> None:
         """Judge with ``catalog`` (and what the hub resolved) from now on: admission and the extender alike.

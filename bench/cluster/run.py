@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,21 +155,30 @@ def scheduler_metrics(port: int) -> dict[str, tuple[float, float]]:
     return parse_scheduler_metrics(text)
 
 
-def parse_scheduler_metrics(text: str) -> dict[str, tuple[float, float]]:
-    """(sum seconds, count) of each SCHED_HISTOGRAMS entry in a Prometheus text exposition."""
+def histogram_totals(text: str, keys_of: Callable[[str, dict[str, str]], Iterable[str]],
+                     keys: Iterable[str] = ()) -> dict[str, tuple[float, float]]:
+    """(sum seconds, count) per key of the histograms in a Prometheus text exposition; ``keys_of(histogram name,
+    labels)`` names the keys a series counts toward (``keys`` start at zero even when nothing counts)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    totals: dict[str, list[float]] = {k: [0.0, 0.0] for k in SCHED_HISTOGRAMS}
+    totals: dict[str, list[float]] = {k: [0.0, 0.0] for k in keys}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            for key, (name, labels) in SCHED_HISTOGRAMS.items():
-                if not sample.name.startswith(name) or any(sample.labels.get(k) != v for k, v in labels.items()):
-                    continue
-                if sample.name == name + "_sum":
-                    totals[key][0] += sample.value
-                elif sample.name == name + "_count":
-                    totals[key][1] += sample.value
+            for suffix, slot in (("_sum", 0), ("_count", 1)):
+                if sample.name.endswith(suffix):
+                    for key in keys_of(sample.name.removesuffix(suffix), sample.labels):
+                        totals.setdefault(key, [0.0, 0.0])[slot] += sample.value
     return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+def parse_scheduler_metrics(text: str) -> dict[str, tuple[float, float]]:
+    """(sum seconds, count) of each SCHED_HISTOGRAMS entry in a Prometheus text exposition."""
+
+    def keys_of(histogram: str, labels: dict[str, str]) -> Iterable[str]:
+        return [key for key, (name, want) in SCHED_HISTOGRAMS.items()
+                if histogram == name and all(labels.get(k) == v for k, v in want.items())]
+
+    return histogram_totals(text, keys_of, SCHED_HISTOGRAMS)
 
 
 WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
@@ -177,19 +186,8 @@ WEBHOOK_HISTOGRAM = "apiserver_admission_webhook_admission_duration_seconds"
 
 def webhook_call_stats(text: str) -> dict[str, tuple[float, float]]:
     """(sum seconds, count) per webhook name of kube-apiserver's webhook call histogram (admit and validate)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    totals: dict[str, list[float]] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name != WEBHOOK_HISTOGRAM:
-            continue
-        for sample in family.samples:
-            entry = totals.setdefault(sample.labels.get("name", ""), [0.0, 0.0])
-            if sample.name.endswith("_sum"):
-                entry[0] += sample.value
-            elif sample.name.endswith("_count"):
-                entry[1] += sample.value
-    return {k: (v[0], v[1]) for k, v in totals.items()}
+    return histogram_totals(text, lambda histogram, labels: (
+        [labels.get("name", "")] if histogram == WEBHOOK_HISTOGRAM else []))
 
 
 def per_cycle_ms(stats: dict[str, tuple[float, float]]) -> dict[str, float]:

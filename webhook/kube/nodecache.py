@@ -30,7 +30,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -84,6 +84,18 @@ def rv_number(rv: str | None) -> int | None:
 
 def _stale(new: int | None, old: int | None) -> bool:
     return new is not None and old is not None and new <= old
+
+
+def _upsert_each(items: Iterable[Any], key_of: Callable[[dict[str, Any]], str | None],
+                 upsert: Callable[[str, dict[str, Any]], Outcome]) -> set[str]:
+    """Upsert every listed object that has a key; the keys seen."""
+    seen: set[str] = set()
+    for obj in items:
+        key = key_of(obj) if isinstance(obj, dict) else None
+        if key is not None:
+            seen.add(key)
+            upsert(key, obj)
+    return seen
 
 
 def _name(obj: dict[str, Any]) -> str | None:
@@ -221,7 +233,6 @@ class InventoryState:
         from ``rv`` only reports later events.
         """
         list_rv = rv_number(rv)
-        seen: set[str] = set()
         if kind in DRA_KINDS:
             objs: dict[str, dict[str, Any]] = {}
             for obj in items:
@@ -233,41 +244,26 @@ class InventoryState:
             self._dra[kind] = objs
             self._dra_changed(kind)
         elif kind == PRIORITY_KIND:
-            for obj in items:
-                name = _name(obj) if isinstance(obj, dict) else None
-                if name is not None:
-                    seen.add(name)
-                    self._upsert_priority(name, obj)
+            seen = _upsert_each(items, _name, self._upsert_priority)
             for name in [n for n in self._pc_rv if n not in seen]:
-                if not _stale(list_rv, self._pc_rv.get(name)):
+                if not _stale(list_rv, self._pc_rv.get(name)) or name not in self._priorities:
                     self._drop_priority(name)
+                    self._pc_rv.pop(name, None)
         elif kind == "Node":
-            for obj in items:
-                name = _name(obj) if isinstance(obj, dict) else None
-                if name is not None:
-                    seen.add(name)
-                    self._upsert_node(name, obj)
+            seen = _upsert_each(items, _name, self._upsert_node)
             for name in [n for n in self._nodes if n not in seen]:
                 if not _stale(list_rv, self._node_rv.get(name)):
                     self._remove_node(name)
             self._node_rv = {n: v for n, v in self._node_rv.items() if n in self._nodes}
         elif kind == "Pod":
-            for obj in items:
-                key = _pod_key(obj) if isinstance(obj, dict) else None
-                if key is not None:
-                    seen.add(key)
-                    self._upsert_pod(key, obj)
+            seen = _upsert_each(items, _pod_key, self._upsert_pod)
             for key in [k for k in self._pod_rv if k not in seen]:
                 if not _stale(list_rv, self._pod_rv.get(key)) or key not in self._pods:
                     self._release(key)
                     self._pod_rv.pop(key, None)
             self._pod_rv = {k: v for k, v in self._pod_rv.items() if k in self._pods or k in seen}
         else:
-            for obj in items:
-                name = _name(obj) if isinstance(obj, dict) else None
-                if name is not None:
-                    seen.add(name)
-                    self._upsert_namespace(name, obj)
+            seen = _upsert_each(items, _name, self._upsert_namespace)
             for name in [n for n in self._ns_rv if n not in seen]:
                 if not _stale(list_rv, self._ns_rv.get(name)) or name not in self._enforcement:
                     self._enforcement.pop(name, None)
@@ -514,7 +510,7 @@ class InventoryState:
         self._pc_rv[name] = new
         value, policy = obj.get("value"), obj.get("preemptionPolicy") or "PreemptLowerPriority"
         if type(value) is not int or not isinstance(policy, str):
-            return "unchanged" if not self._drop_priority(name) else "applied"
+            return "applied" if self._drop_priority(name) else "unchanged"
         if self._priorities.get(name) == (value, policy):
             return "unchanged"
         # A new dict, not a mutation: published snapshots hold the old one.
@@ -523,11 +519,10 @@ class InventoryState:
         return "applied"
 
     def _drop_priority(self, name: str) -> bool:
+        """Forget a class's value (its resourceVersion is the caller's); whether there was one."""
         if name not in self._priorities:
-            self._pc_rv.pop(name, None)
             return False
         self._priorities = {k: v for k, v in self._priorities.items() if k != name}
-        self._pc_rv.pop(name, None)
         self._dirty = True
         return True
 

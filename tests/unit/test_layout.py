@@ -112,3 +112,59 @@ def test_at_most_three_loose_modules_and_every_folder_says_what_it_is_for() -> N
         first = text.splitlines()[0] if text else ""
         assert first.startswith('"""') and first.rstrip().endswith('"""') and len(first) > 10, (
             f"{init.relative_to(ROOT)}: needs a one-line docstring saying what the folder is for")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Seam 1 (shared/LAYOUT.md): one Engine per engine module, registered in one table; the rest of the package asks
+# the registry and never imports an engine module by name.
+
+ENGINES_DIR = PACKAGE / "engines"
+
+
+def _engine_modules() -> set[str]:
+    """``webhook.engines.vllm`` and the like: the modules that define an ``ENGINE = Engine(...)``."""
+    return {f"webhook.engines.{p.stem}" for p in ENGINES_DIR.glob("*.py")
+            if "\nENGINE = Engine(" in p.read_text()}
+
+
+def test_every_engine_module_defines_one_engine_and_the_registry_holds_them_all() -> None:
+    from webhook.engines import REGISTRY, engine_named
+
+    modules = _engine_modules()
+    assert len(modules) == len(REGISTRY) >= 7
+    for module in modules:
+        engine = __import__(module, fromlist=["ENGINE"]).ENGINE
+        assert REGISTRY[engine.name] is engine, f"{module}.ENGINE is not registered"
+        for alias in engine.aliases:
+            assert engine_named(alias) is engine
+
+
+def test_nothing_outside_engines_imports_an_engine_module_by_name() -> None:
+    engine_modules = _engine_modules()
+    by_name = []
+    for path in _sources():
+        if path.is_relative_to(ENGINES_DIR):
+            continue
+        for module, names, line in _imports(path):
+            if module in engine_modules:
+                by_name.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+            elif module == "webhook.engines":
+                by_name.extend(f"{path.relative_to(ROOT)}:{line} takes webhook.engines.{n}"
+                               for n in names if f"webhook.engines.{n}" in engine_modules)
+    assert by_name == []
+
+
+def test_no_engine_module_switches_on_another_engine() -> None:
+    """An engine module asks nothing of another engine's name: its NAME is its own business."""
+    import re
+
+    names = {m: __import__(m, fromlist=["NAME"]).NAME for m in _engine_modules()}
+    switches = []
+    for module in names:
+        text = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+        for other_module, other in names.items():
+            if other_module == module:
+                continue
+            pattern = rf"==\s*[\"']{re.escape(other)}[\"']|in\s*\([^)]*[\"']{re.escape(other)}[\"']"
+            switches.extend(f"{module} compares against {other!r}" for _ in re.finditer(pattern, text))
+    assert switches == []

@@ -25,6 +25,7 @@ from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..decide.placement import Change, Code, on_gpu
 from ..decide.verdict import Judgement
+from ..engines import engine_named
 from ..engines import estimate as run_estimate
 from ..kinds import pod_part
 from .fixes import Fix, Judge, Patch, checked_fix, escape, fixes_for
@@ -37,8 +38,6 @@ NAMESPACE_MODE = "autofit"  # the vramgate.io/enforcement label value that turns
 # client sees; a higher utilization leaves less headroom; an FP8 KV cache changes numerics slightly; a shorter
 # context refuses long prompts; fewer reserved sequences lowers throughput.
 ORDER = ("gpus", "max_seqs", "utilization", "kv_dtype", "context", "batch")
-# vLLM's own name for the flag autofit may raise.
-UTILIZATION_ENGINES = frozenset({"vllm"})
 
 # FP8 KV cache needs FP8 conversion in hardware: compute capability 8.9+ (Ada, Hopper, Blackwell), per
 # NVIDIA's CUDA GPU table (developer.nvidia.com/cuda-gpus). GFD's labels say it; else the product name does.
@@ -149,7 +148,8 @@ def _utilization_fix(doc: dict[str, Any], judgement: Judgement, nodes: list[Node
     """``--gpu-memory-utilization`` raised to what the expected need takes on the largest GPU able to host the
     pod, when that stays at or under ``ceiling``; re-judged like every fix."""
     demand = judgement.demand
-    if demand is None or demand.estimate is None or demand.engine not in UTILIZATION_ENGINES:
+    found = engine_named(demand.engine) if demand is not None else None
+    if demand is None or demand.estimate is None or found is None or not found.tunes_utilization:
         return None
     hosts = [n for n in nodes if n.capacity >= demand.gpus and n.vram_mib > 0]
     if not hosts:

@@ -19,10 +19,7 @@ from ..cluster.cloud import builtin_table
 from ..cluster.inventory import NodeGPUs
 from ..config import Config
 from ..decide.demand import default_util as default_utilization
-from ..engines import estimate, max_context, parse_version, suggest
-from ..engines import sglang as sglang_engine
-from ..engines import vllm as vllm_engine
-from ..engines.parallel import spanning_layouts
+from ..engines import Settings, engine_named, engines, estimate, max_context, parse_version, suggest
 from ..engines.precision import resolve_precision
 from ..models.catalog import Catalog, ModelSpec
 from ..models.vram import EstimateRequest
@@ -35,11 +32,8 @@ COMMON_GPUS: tuple[str, ...] = ("T4", "L4", "A10G", "L40S", "A100-40GB", "A100-8
 # GPUs per node assumed for the built-in list (an 8-GPU server); a real inventory says its own.
 COMMON_GPUS_PER_NODE = 8
 # Engines that serve (the trainer model answers another question).
-SERVING_ENGINES = ("vllm", "sglang", "tgi", "llama.cpp", "ollama", "nim")
-# Engines that split a model over GPUs by tensor parallelism; llama.cpp and Ollama split by layers.
-_TP_ENGINES = frozenset({"vllm", "sglang", "tgi", "nim"})
-# Engines that span pods (a LeaderWorkerSet group), and how many nodes the built-in list lets a plan take.
-_MULTI_NODE_ENGINES = frozenset({"vllm", "sglang"})
+SERVING_ENGINES = tuple(e.name for e in engines() if e.serves)
+# How many nodes the built-in list lets a plan span (engines with spanning layouts: a LeaderWorkerSet group).
 MULTI_NODE_MAX = 8
 
 
@@ -139,7 +133,8 @@ def kinds_of(nodes: Iterable[NodeGPUs], free: dict[str, int] | None = None) -> l
 
 def tp_sizes(spec: ModelSpec | None, engine: str, most: int) -> list[int]:
     """GPU counts a pod can split the model over: TP must divide the attention heads (powers of 2 if unknown)."""
-    if engine not in _TP_ENGINES:
+    found = engine_named(engine)
+    if found is None or not found.tensor_parallel:
         return [1]
     return [g for g in range(1, max(most, 1) + 1)
             if (spec.heads % g == 0 if spec and spec.heads else g & (g - 1) == 0)]
@@ -157,10 +152,11 @@ def _flags(engine: str, gpus: int, context: int) -> str:
 def _concurrency(req: EstimateRequest, spec: ModelSpec | None, vram_mib: int, util: float
                  ) -> tuple[float | None, float | None]:
     """(KV pool GiB per GPU, sequences of ``req.context`` it holds); vLLM's rule, the same arithmetic elsewhere."""
-    if req.engine == vllm_engine.NAME or req.engine == "nim":
-        pool_gib, _, conc = vllm_engine.kv_pool(req, spec, vram_mib, util)
+    found = engine_named(req.engine)
+    if found is not None and found.kv_pool is not None:
+        pool_gib, _, conc = found.kv_pool(req, spec, vram_mib, util)
         return pool_gib, conc
-    if req.engine in ("llama.cpp", "ollama"):
+    if found is not None and found.fixed_slots:
         return None, None  # fixed slots: concurrency is what -np / OLLAMA_NUM_PARALLEL says
     est = estimate(req.but(batch=1, gpu_mib=vram_mib))
     kv_seq = est.kv_cache_mib / max(req.gpus, 1)
@@ -173,11 +169,13 @@ Share = Callable[[int, float], float]
 
 
 def engine_share(req: EstimateRequest) -> Share | None:
-    """SGLang's own ``mem_fraction_static`` rule for this version (engines/sglang.py), or None: one figure."""
-    if req.engine != sglang_engine.NAME:
+    """The engine's own share by GPU (SGLang's ``mem_fraction_static`` for this version), or None: one figure."""
+    found = engine_named(req.engine)
+    rule = found.utilization_rule if found is not None else None
+    if rule is None:
         return None
-    version = req.engine_version or sglang_engine.NEWEST
-    return lambda gpus, gpu_mib: sglang_engine.StaticFraction(version, gpus)(gpu_mib)
+    unsaid = Settings(req.engine or "")
+    return lambda gpus, gpu_mib: rule(req.engine_version, gpus, 1, 1, unsaid)(gpu_mib)
 
 
 def fit_kind(req: EstimateRequest, kind: GPUKind, utilization: float, share: Share | None = None) -> KindFit:
@@ -223,13 +221,14 @@ def _multi_node(req: EstimateRequest, base: EstimateRequest, kind: GPUKind, per_
                 utilization: float) -> KindFit | None:
     """The fewest pods of ``kind`` one instance fits on, when one node is not enough (vLLM, SGLang)."""
     engine = req.engine or "vllm"
-    if engine not in _MULTI_NODE_ENGINES or per_node < 1:
+    found = engine_named(engine)
+    if found is None or found.spanning is None or per_node < 1:
         return None
     limit = kind.nodes if kind.nodes else MULTI_NODE_MAX
     for pods in range(2, limit + 1):
         spec = req.spec
-        for layout, fields, flags in spanning_layouts(engine, bool(spec and spec.is_moe), spec.heads if spec else None,
-                                                      per_node, pods):
+        for layout, fields, flags in found.spanning(bool(spec and spec.is_moe), spec.heads if spec else None,
+                                                    per_node, pods):
             at = base.but(**fields)
             need = estimate(at).per_gpu_mib
             if need > usable:

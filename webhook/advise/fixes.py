@@ -31,7 +31,7 @@ from ..config import Config
 from ..decide.demand import Demand
 from ..decide.placement import Change, Code, fewer_gpus_suggestions, structured_suggestions
 from ..decide.verdict import Judgement, judge
-from ..engines import read_container
+from ..engines import engine_named, read_container
 from ..engines.cmdline import is_shell
 from ..kinds import Runtimes
 from ..models.catalog import Catalog
@@ -49,29 +49,6 @@ ANNOTATION: dict[str, str] = {
 SETTING: dict[str, str] = {"context": "context", "kv_dtype": "kv_dtype", "max_seqs": "max_seqs", "tp": "tp",
                            "precision": "quantization", "gradient_checkpointing": "gradient_checkpointing",
                            "utilization": "util"}
-# How to add a setting an engine was not given: ("arg", flag, value) or ("env", NAME, value); {n} is the value.
-ADD: dict[str, dict[str, tuple[str, str, str]]] = {
-    "vllm": {"context": ("arg", "--max-model-len", "{n}"), "tp": ("arg", "--tensor-parallel-size", "{n}"),
-             "kv_dtype": ("arg", "--kv-cache-dtype", "fp8"), "max_seqs": ("arg", "--max-num-seqs", "{n}"),
-             "precision": ("arg", "--quantization", "fp8"), "utilization": ("arg", "--gpu-memory-utilization", "{n}")},
-    "sglang": {"context": ("arg", "--context-length", "{n}"), "tp": ("arg", "--tp", "{n}"),
-               "kv_dtype": ("arg", "--kv-cache-dtype", "fp8_e5m2"), "precision": ("arg", "--quantization", "fp8")},
-    "tgi": {"context": ("arg", "--max-total-tokens", "{n}"), "tp": ("arg", "--num-shard", "{n}"),
-            "kv_dtype": ("arg", "--kv-cache-dtype", "fp8_e5m2"), "precision": ("arg", "--quantize", "fp8")},
-    "llama.cpp": {"context": ("arg", "--ctx-size", "{n}")},
-    "nim": {"context": ("env", "NIM_MAX_MODEL_LEN", "{n}"), "tp": ("env", "NIM_TENSOR_PARALLEL_SIZE", "{n}")},
-    "ollama": {"context": ("env", "OLLAMA_CONTEXT_LENGTH", "{n}"), "kv_dtype": ("env", "OLLAMA_KV_CACHE_TYPE", "q8_0")},
-}
-# Engines whose flags have env twins (clap ``env``): where the container has no command line, the env says it.
-ENV_TWIN: dict[str, dict[str, tuple[str, str, str]]] = {
-    "tgi": {"context": ("env", "MAX_TOTAL_TOKENS", "{n}"), "tp": ("env", "NUM_SHARD", "{n}"),
-            "kv_dtype": ("env", "KV_CACHE_DTYPE", "fp8_e5m2"), "precision": ("env", "QUANTIZE", "fp8")},
-}
-# Values the engine itself spells differently from vramgate (the patched flag must be one the engine accepts).
-ENGINE_VALUE: dict[tuple[str, str], str] = {("sglang", "kv_dtype"): "fp8_e5m2", ("tgi", "kv_dtype"): "fp8_e5m2",
-                                            ("ollama", "kv_dtype"): "q8_0"}
-
-
 @dataclass(frozen=True)
 class Fix:
     """A suggestion that was checked: its text, its JSON Patch, and whether it only declares (annotation)."""
@@ -235,7 +212,8 @@ _DECLARATIONS = frozenset({"batch"})
 
 def _engine_ops(t: _Target, what: str, value: str) -> Patch | None:
     """Edit the flag or env variable the engine read the value from, else add the engine's own way to say it."""
-    engine_value = ENGINE_VALUE.get((t.engine, what), value)
+    eng = engine_named(t.engine)
+    engine_value = eng.fix_values.get(what, value) if eng else value
     setting = SETTING.get(what)
     if what == "precision" and value != "fp8":
         return None  # a 4/8-bit integer checkpoint is another model: declared, no flag makes it
@@ -252,8 +230,8 @@ def _engine_ops(t: _Target, what: str, value: str) -> Patch | None:
             ops = _env_ops(ptr, c, found.source[4:], engine_value, add=False)
             if ops:
                 return ops
-    how = ADD.get(t.engine, {}).get(what)
-    if how is None or not t.containers:
+    how = eng.fix_adds.get(what) if eng else None
+    if eng is None or how is None or not t.containers:
         return None
     ptr, c = t.containers[0]
     kind, name, fmt = how
@@ -263,7 +241,7 @@ def _engine_ops(t: _Target, what: str, value: str) -> Patch | None:
     settings = read_container(c).settings
     spelled = [f.source[4:] for f in (settings.values.values() if settings else []) if f.source.startswith("arg ")]
     ops = _add_arg_ops(ptr, c, name, text, spelled)
-    twin = ENV_TWIN.get(t.engine, {}).get(what)
+    twin = eng.fix_env_twins.get(what)
     if ops is None and twin is not None:
         ops = _env_ops(ptr, c, twin[1], twin[2].format(n=value), add=True)
     return ops
@@ -299,8 +277,10 @@ def _gpu_ops(t: _Target, gpus: int) -> Patch | None:
             old = section[resource]
             ops.append({"op": "replace", "path": f"{ptr}/resources/{sec}/{escape(resource)}",
                         "value": str(gpus) if isinstance(old, str) else gpus})
-    tp = _setting_ops(t, "tp", str(gpus)) if t.engine in ADD and "tp" in ADD[t.engine] else None
-    if t.engine in ADD and "tp" in ADD[t.engine] and tp is None:
+    eng = engine_named(t.engine)
+    says_tp = eng is not None and "tp" in eng.fix_adds
+    tp = _setting_ops(t, "tp", str(gpus)) if says_tp else None
+    if says_tp and tp is None:
         return None  # the engine would keep the model on one GPU
     return ops + (tp[0] if tp else [])
 

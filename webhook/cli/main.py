@@ -18,7 +18,7 @@ from ..cluster.dra import dra_view
 from ..cluster.snapshot import Snapshot, snapshot_from_nodes
 from ..config import Config, ConfigError, load_config
 from ..decide.verdict import judge
-from ..engines import ENGINES, estimate
+from ..engines import ENGINES, estimate, training_engine
 from ..engines.base import parse_version
 from ..engines.precision import resolve_precision
 from ..kinds import Runtimes, nothing_to_judge
@@ -169,7 +169,7 @@ def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
         context = spec.context if spec else 4096
         if args.workload == "training":
             context = min(context, 2048)
-    engine = args.engine or ("trainer" if args.workload == "training" else "vllm")
+    engine = args.engine or (training_engine().name if args.workload == "training" else "vllm")
     precision, _ = resolve_precision([(args.precision, "--precision"), (in_id, "model id")], spec, args.workload,
                                      engine)
     version = parse_version(args.engine_version) if args.engine_version else None

@@ -6,7 +6,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ..cluster.dra import DraView, Request, pod_claims
 from ..config import Config, PlacementMode
@@ -15,19 +15,16 @@ from ..engines import (
     ConfigMapLookup,
     ContainerReading,
     Found,
+    ParallelRead,
     Settings,
+    UtilRule,
     engine_env_names,
+    engine_named,
     estimate,
     lifecycle_commands,
-    llamacpp,
-    ollama,
-    parallel,
     read_container,
-    sglang,
-    tgi,
-    trainers,
+    training_engine,
 )
-from ..engines import vllm as vllm_engine
 from ..engines.base import Version, parse_version
 from ..engines.cmdline import Command
 from ..engines.identity import identify
@@ -39,6 +36,7 @@ from ..models.hub import repo_id
 from ..models.vram import Estimate, EstimateRequest, Workload
 from ..units import declaration as d
 from ..units.cuda import CudaVersion, cuda_from_image, parse_cuda
+from ..units.declaration import DeclarationError
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import PRECISIONS, canonical, is_kv_dtype
 from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
@@ -51,22 +49,6 @@ TRAINING_CONTEXT = 2048
 
 
 _NO_DRA = DraView()
-
-
-class DeclarationError(ValueError):
-    """A malformed declaration: names the annotation (or env/arg), the value and what is accepted."""
-
-    def __init__(self, where: str, value: str, accepted: str) -> None:
-        self.where, self.value, self.accepted = where, value, accepted
-        super().__init__(f"{where}: {value!r} is not valid; {accepted}")
-
-
-class UtilRule(Protocol):
-    """An engine's usable share of a GPU by its memory (MiB), and the smallest GPU that holds a need."""
-
-    def __call__(self, gpu_mib: float) -> float: ...
-
-    def floor_mib(self, per_gpu_mib: float) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -265,17 +247,6 @@ def _set_at_run_time(s: Settings, key: str) -> bool:
     return found is not None and _unresolved(found.value)
 
 
-def _layout(engine: str, s: Settings, tp: int | None, pp: int, dp: int | None, dp_unknown: bool, pod_gpus: int,
-            group: int, moe: bool | None) -> parallel.Layout:
-    """The engine's parallelism layout from what the container declares (engines/parallel.py)."""
-    dcp = _int_setting(s, "dcp")
-    if engine == sglang.NAME:
-        return parallel.sglang_layout(tp or 1, pp, dp, s.flag("dp_attention"), _int_setting(s, "ep_size"), dcp,
-                                      pod_gpus, group, moe)
-    return parallel.vllm_layout(tp or 1, pp, dp, _int_setting(s, "dp_local"), s.flag("ep"), dcp, pod_gpus, group,
-                                moe, dp_unknown)
-
-
 def _unresolved(value: str) -> bool:
     return "$(" in value or "${" in value or is_placeholder(value)
 
@@ -342,19 +313,20 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     sources: list[tuple[str, str]] = []
     runtime = runtime_env(view)
     readings = [read_container(c, (), lookup, runtime) for c in containers]
-    if any(r.engine == ollama.NAME and r.settings is not None and r.settings.get("model") is None
-           for r in readings):
+    if any(r.settings is not None and r.settings.get("model") is None
+           and (e := engine_named(r.engine)) is not None and e.model_in_pod_commands for r in readings):
         # Ollama's model is often pulled by a lifecycle hook or an init container.
         pod_commands: list[Command] = lifecycle_commands(view.spec)
         readings = [read_container(c, pod_commands, lookup, runtime) for c in containers]
     main = _main(readings)
     settings = main.settings or Settings("unknown")
-    config_file = settings.value("config") if settings.engine == trainers.NAME else None
-    if config_file and lookup is not None:
+    reader = engine_named(settings.engine)
+    config_file = settings.value("config") if reader is not None and reader.read_config_file else None
+    if config_file and lookup is not None and reader is not None and reader.read_config_file is not None:
         # The trainer's YAML (axolotl, LLaMA-Factory) mounted from a ConfigMap: what its command leaves unsaid.
         # Readings made with a lookup are never cached, so filling these settings changes no one else's.
         mounted = mounted_file(view.spec, main.container, config_file, lookup)
-        if mounted is not None and not trainers.read_config_file(settings, mounted[0], mounted[1]):
+        if mounted is not None and not reader.read_config_file(settings, mounted[0], mounted[1]):
             warnings.append(f"{mounted[1]} is not a YAML mapping; the trainer's settings in it are not known")
     engine = _engine_of(ann, settings)
     # LWS_WORKER_INDEX and the like arrive by fieldRef, but the workload already tells their value.
@@ -365,12 +337,12 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
 
     workload_found = _annotation(ann, d.A_WORKLOAD)
     workload_raw = workload_found.value.lower() if workload_found else (
-        "training" if settings.engine == trainers.NAME else "inference")
+        "training" if reader is not None and reader.trains else "inference")
     if workload_raw not in ("inference", "training"):
         raise DeclarationError(d.A_WORKLOAD, workload_raw, "use inference or training")
     workload: Workload = "training" if workload_raw == "training" else "inference"
-    if workload == "training" and engine not in (trainers.NAME,):
-        engine = trainers.NAME
+    if workload == "training":
+        engine = training_engine().name
     tier = _tier(view, ann, config)
     placement_raw = ann.get(d.A_PLACEMENT)
     placement: PlacementMode | None = None
@@ -398,11 +370,13 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     dp = _int_setting(settings, "dp")
     dp_unknown = dp is None and _set_at_run_time(settings, "dp")
     # Data parallel: the pod's GPUs hold several engine ranks, each priced on its own TP × PP GPUs (below).
-    distributed = engine in (vllm_engine.NAME, sglang.NAME) and ((dp or 1) > 1 or dp_unknown)
+    eng = engine_named(engine)
+    distributed = eng is not None and eng.layout is not None and ((dp or 1) > 1 or dp_unknown)
     # Only where the engine's own command line is in view: an image run with no arguments may get its
     # parallelism from somewhere vramgate cannot see.
     saw_cmdline = any(f.source.startswith("arg ") for f in settings.values.values())
-    one_gpu_default = (engine in (vllm_engine.NAME, sglang.NAME) and tp is None and settings.value("pp") is None
+    one_gpu_default = (eng is not None and eng.one_gpu_unless is not None and tp is None
+                       and settings.value("pp") is None
                        and settings.value("launcher") is None and saw_cmdline
                        and workload_found_is_inference(ann, settings))
     if one_gpu_default and model_gpus > 1:
@@ -503,17 +477,18 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     batch = _batch(ann, settings, main, engine, workload, sources)
     kv_dtype = _kv_dtype(ann, settings, engine, warnings)
     split: dict[str, int] = {}
-    if engine in (vllm_engine.NAME, sglang.NAME) and workload == "inference":
-        layout = _layout(engine, settings, tp, pp, dp, dp_unknown, gpus, group, spec.is_moe if spec else None)
+    if eng is not None and eng.layout is not None and workload == "inference":
+        layout = eng.layout(settings, ParallelRead(tp, pp, dp, dp_unknown, gpus, group, spec.is_moe if spec else None),
+                            _int_setting)
         if layout.distributed:
             model_gpus = layout.rank_gpus
             one_gpu_default = False  # the pod's GPUs are the data-parallel ranks
             split = {"expert_split": layout.expert_split, "attention_split": layout.attention_split,
                      "kv_split": layout.dcp}
-            spare = vllm_engine.redundant_experts(settings) if engine == vllm_engine.NAME else 0
-            if spare and layout.expert_split:
-                split["redundant_experts"] = spare
-                sources.append(("parallelism", f"vLLM EPLB: {spare} redundant expert slots spread with the experts"))
+            if eng.layout_extras is not None:
+                extra, why = eng.layout_extras(settings, layout)
+                split.update(extra)
+                sources.extend(why)
             warnings.extend(f"{view.ref}: {w}" for w in layout.warnings)
             sources.extend(layout.sources)
     req = EstimateRequest(
@@ -525,34 +500,31 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         req = req.but(**split)
     req = _engine_specifics(req, ann, settings, workload, warnings)
     if one_gpu_default and gpus * group > 1:
-        flag = "--tp" if engine == "sglang" else "--tensor-parallel-size"
+        flag = eng.one_gpu_unless if eng is not None else None
         warnings.append(f"{engine} puts the model on one GPU unless told otherwise: priced on one GPU; add "
                         f"{flag} {gpus * group} to split it over all {gpus * group} GPUs")
     est = estimate(req)
     util = util_declared or default_util(engine, config, workload, tp or model_gpus, req.engine_version)
     rule = None
-    if engine == sglang.NAME and not util_declared and workload != "training":
+    if eng is not None and eng.utilization_rule is not None and not util_declared and workload != "training":
         # SGLang sets its share by the GPU's memory: judged per node (the TP table is the unknown-GPU figure).
-        rule = sglang.StaticFraction(req.engine_version or sglang.NEWEST, tp or model_gpus, pp, dp or 1,
-                                     settings.flag("dp_attention"), settings.value("speculative"))
+        rule = eng.utilization_rule(req.engine_version, tp or model_gpus, pp, dp or 1, settings)
     return done(model=model, spec=spec, estimate=est, utilization=util, util_rule=rule)
 
 
 def workload_found_is_inference(ann: dict[str, str], settings: Settings) -> bool:
     declared = (ann.get(d.A_WORKLOAD) or "").strip().lower()
-    return declared != "training" and settings.engine != trainers.NAME
+    reader = engine_named(settings.engine)
+    return declared != "training" and not (reader is not None and reader.trains)
 
 
 def _engine_of(ann: dict[str, str], settings: Settings) -> str:
     declared = ann.get(d.A_ENGINE)
     if declared:
-        name = declared.strip().lower().replace("llamacpp", "llama.cpp").replace("llama-cpp", "llama.cpp")
-        aliases = {"text-generation-inference": "tgi", "huggingface-tgi": "tgi", "trainers": "trainer",
-                   "training": "trainer"}
-        name = aliases.get(name, name)
-        if name not in ENGINES:
+        found = engine_named(declared.strip().lower())
+        if found is None:
             raise DeclarationError(d.A_ENGINE, declared, "use one of " + ", ".join(ENGINES))
-        return name
+        return found.name
     return settings.engine
 
 
@@ -634,12 +606,9 @@ def _precision(ann: dict[str, str], s: Settings, in_id: str | None, spec: ModelS
     if quant is not None and canonical(quant.value) is None and quant.source != d.A_PRECISION:
         # An engine quantization vramgate does not know (e.g. a new kernel name): the id or dtype decides.
         quant = None
-    if engine == trainers.NAME and workload == "training":
-        if s.flag("load_in_4bit") or s.value("quantization_bit") == "4":
-            four = s.get("load_in_4bit")
-            quant = Found("nf4", four.source if four else "arg --quantization_bit")
-        elif s.flag("load_in_8bit") or s.value("quantization_bit") == "8":
-            quant = Found("int8", "arg --load_in_8bit")
+    eng = engine_named(engine)
+    if workload == "training" and eng is not None and eng.training_quantization is not None:
+        quant = eng.training_quantization(s) or quant
     declared = _annotation(ann, d.A_PRECISION)
     if declared is not None:
         precision = canonical(declared.value)
@@ -658,31 +627,24 @@ def _context(ann: dict[str, str], s: Settings, spec: ModelSpec | None, workload:
              sources: list[tuple[str, str]], warnings: list[str]) -> int:
     found = _first(_annotation(ann, d.A_CONTEXT), s.get("context"))
     context = _parse(found, parse_positive_int, "use a whole number of tokens such as 8192")
+    eng = engine_named(engine)
+    zero_is_model = eng is not None and eng.zero_context_is_model
     if context is not None and found is not None:
-        if found.source != d.A_CONTEXT and engine == llamacpp.NAME and context == 0:
+        if found.source != d.A_CONTEXT and zero_is_model and context == 0:
             context = None  # llama.cpp: -c 0 means the model's own context
         else:
             sources.append(("context", found.source))
             return int(context)
-    if found is not None and context == 0 and engine != llamacpp.NAME:
+    if found is not None and context == 0 and not zero_is_model:
         raise DeclarationError(found.source, found.value, "use a whole number of tokens such as 8192")
     model_ctx = spec.context if spec else UNKNOWN_MODEL_CONTEXT
     if workload == "training":
         sources.append(("context", f"training default {TRAINING_CONTEXT}"))
         return min(model_ctx, TRAINING_CONTEXT)
-    if engine == tgi.NAME:
-        default = tgi.default_context(s.version)
-        if default is not None:
-            sources.append(("context", f"TGI {('.'.join(map(str, s.version)) if s.version else '')} default"))
-            return min(model_ctx, default)
-        sources.append(("context", "TGI 3 sizes max_total_tokens to memory; priced at min(model, 4096)"))
-        return min(model_ctx, 4096)
-    if engine == ollama.NAME:
-        sources.append(("context", "Ollama default OLLAMA_CONTEXT_LENGTH"))
-        return min(model_ctx, ollama.default_context(s.version))
-    if engine == llamacpp.NAME:
-        sources.append(("context", "llama-server default --ctx-size"))
-        return min(model_ctx, llamacpp.DEFAULT_CONTEXT) if found is None else model_ctx
+    if eng is not None and eng.default_context is not None:
+        default = eng.default_context(s, model_ctx, found is not None)
+        sources.append(("context", default.source))
+        return default.tokens
     sources.append(("context", "the model's full context (engine default max_model_len)" if spec
                     else f"unknown model: {UNKNOWN_MODEL_CONTEXT}"))
     return model_ctx
@@ -721,8 +683,9 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
                       warnings: list[str]) -> EstimateRequest:
     """Fill the request with what the engine's settings say about its memory behaviour."""
     if workload == "training":
+        trainer = training_engine()
         ft_found = _annotation(ann, d.A_FINETUNE)
-        finetune = ft_found.value.lower() if ft_found else trainers.finetune_of(s)
+        finetune = ft_found.value.lower() if ft_found else (trainer.finetune_of(s) if trainer.finetune_of else None)
         if finetune is not None and finetune not in ("full", "lora", "qlora"):
             raise DeclarationError(d.A_FINETUNE, finetune, "use full, lora or qlora")
         if finetune == "qlora" and req.precision in ("bf16", "fp16", "fp32"):
@@ -730,13 +693,14 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
         if finetune is None:
             finetune = "qlora" if PRECISIONS[req.precision].quantized else "full"
         par_found = _annotation(ann, d.A_PARALLELISM)
-        par = par_found.value.lower() if par_found else (trainers.parallelism_of(s) or "ddp")
+        par = par_found.value.lower() if par_found else (
+            (trainer.parallelism_of(s) if trainer.parallelism_of else None) or "ddp")
         if par not in ("ddp", "fsdp", "zero1", "zero2", "zero3"):
             raise DeclarationError(d.A_PARALLELISM, par, "use ddp, fsdp, zero1, zero2 or zero3")
         ckpt = _bool(_first(_annotation(ann, d.A_GRAD_CKPT), s.get("gradient_checkpointing")), True)
         rank = _int_setting(s, "lora_r") or 16
         optim = (s.value("optim") or "").lower()
-        return req.but(engine=trainers.NAME, finetune=finetune, parallelism=par, gradient_checkpointing=ckpt,
+        return req.but(engine=trainer.name, finetune=finetune, parallelism=par, gradient_checkpointing=ckpt,
                        lora_rank=rank, optimizer_bits=8 if "8bit" in optim else 32)
     changes: dict[str, Any] = {}
     if (seqs := _int_setting(s, "max_seqs")) is not None:
@@ -756,28 +720,11 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
         changes["mm_items"] = items
     if s.value("use_v1") in ("0", "false", "False"):
         changes["legacy_engine"] = True
-    if req.engine == vllm_engine.NAME:
-        sampler = vllm_engine.flashinfer_sampler(req.engine_version, s.value("flashinfer_sampler"),
-                                                 s.flag("flashinfer_installed"))
-        if sampler is not None:
-            changes["flashinfer_sampler"] = sampler
-        if vllm_engine.mla_disabled(s.value("mla_disable")):
-            changes["mla_disabled"] = True
     if (layers := s.number("gpu_layers")) is not None:
         changes["gpu_layers"] = int(layers)
-    if req.engine == ollama.NAME:
-        changes["slots"] = _int_setting(s, "parallel") or ollama.default_parallel(req.engine_version)
-    if req.engine == llamacpp.NAME and (slots := _int_setting(s, "parallel")) and slots > 1 \
-            and s.get("context") is not None and d.A_CONTEXT not in ann:
-        # llama-server splits --ctx-size over its --parallel slots: each sequence gets ctx / np tokens.
-        changes["context"] = max(1, req.context // slots)
-        changes["slots"] = slots
-    if req.engine == llamacpp.NAME and s.get("flash_attention") is not None:
-        changes["flash_attention"] = llamacpp.flash_attention(s.value("flash_attention"))
-    if req.engine == tgi.NAME and (prefill := _int_setting(s, "prefill_tokens")) is not None:
-        changes["prefill_tokens"] = prefill
-    if req.engine == tgi.NAME and (inputs := _int_setting(s, "input_tokens")) is not None:
-        changes["input_tokens"] = inputs
+    eng = engine_named(req.engine)
+    if eng is not None and eng.request_changes is not None:
+        changes.update(eng.request_changes(req, s, d.A_CONTEXT in ann, _int_setting))
     return req.but(**changes) if changes else req
 
 
@@ -788,15 +735,9 @@ def default_util(engine: str, config: Config, workload: Workload, tp: int, versi
     """
     if workload == "training":
         return 1.0
-    if engine in (vllm_engine.NAME, "nim"):
-        if config.gpu_memory_utilization is not None:
-            return config.gpu_memory_utilization
-        # NIM's vLLM backend: its own NIM_GPU_MEMORY_UTILIZATION default is 0.9, whatever the NIM version.
-        return vllm_engine.default_utilization(version) if engine == vllm_engine.NAME else 0.9
-    if engine == sglang.NAME:
-        return sglang.default_mem_fraction(tp, version)
-    if engine == tgi.NAME:
-        return 0.98  # cuda_memory_fraction 1.0, less the blocks TGI keeps back in warm-up
-    if engine in (llamacpp.NAME, ollama.NAME):
-        return 1.0
+    eng = engine_named(engine)
+    if eng is not None and eng.config_utilization and config.gpu_memory_utilization is not None:
+        return config.gpu_memory_utilization
+    if eng is not None and eng.default_utilization is not None:
+        return eng.default_utilization(version, tp)
     return config.gpu_memory_utilization or 0.9

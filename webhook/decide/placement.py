@@ -10,10 +10,9 @@ from enum import StrEnum
 from ..cluster.dra import Device, Request, matching
 from ..cluster.inventory import NodeGPUs, vram_missing
 from ..config import PlacementMode
+from ..engines import engine_named, max_context, suggest
 from ..engines import estimate as run_estimate
-from ..engines import max_context, suggest
 from ..engines.measured import chance_to_fit
-from ..engines.parallel import spanning_layouts
 from ..models.vram import EstimateRequest, round_context
 from ..units.cuda import CudaVersion, format_cuda, min_driver_major
 from ..units.precision import DOWNGRADES, PRECISIONS
@@ -381,7 +380,7 @@ def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: N
             chance, logs = measured
             msg += (f"; measured chance it starts: {chance:.0%} (vramgate's error on {logs} published "
                     f"{est.request.engine} start-up logs, docs/accuracy.md)")
-    if est is not None and est.engine.startswith("ollama"):
+    if est is not None and (spills := engine_named(est.request.engine)) is not None and spills.spills_to_host:
         share = max(0.0, 1 - need.usable_on(best.vram_mib) / expected)
         msg = (f"{demand.view.ref}: Ollama will run about {share:.0%} of the model on the CPU (slower, not a failure): "
                f"it needs {_gib(expected)} GiB, {best.product or best.name} offers {_gib(best.vram_mib)} GiB")
@@ -432,9 +431,9 @@ def _fewest_gpus(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> tu
 
 def _spanning(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> Suggestion | None:
     """When no node holds the model: the fewest nodes of the largest GPU kind one instance would span."""
-    engine = req.engine or ""
+    found = engine_named(req.engine)
     known = [n for n in nodes if n.is_gpu_node and n.vram_mib > 0 and n.capacity > 0]
-    if engine not in ("vllm", "sglang") or not known or req.workload != "inference":
+    if found is None or found.spanning is None or not known or req.workload != "inference":
         return None
     vram = max(n.vram_mib for n in known)
     kind = [n for n in known if n.vram_mib == vram]
@@ -442,8 +441,8 @@ def _spanning(req: EstimateRequest, nodes: list[NodeGPUs], util: float) -> Sugge
     kind = [n for n in kind if n.capacity == per_node]
     spec = req.spec
     for pods in range(2, len(kind) + 1):
-        for layout, fields, flags in spanning_layouts(engine, bool(spec and spec.is_moe), spec.heads if spec else None,
-                                                      per_node, pods):
+        for layout, fields, flags in found.spanning(bool(spec and spec.is_moe), spec.heads if spec else None,
+                                                    per_node, pods):
             alt = run_estimate(req.but(**fields))
             if alt.per_gpu_mib <= vram * util:
                 product = kind[0].product or kind[0].name

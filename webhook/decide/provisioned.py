@@ -15,6 +15,7 @@ from typing import Any
 from ..cluster.cloud import INSTANCE_TYPE, builtin_table
 from ..cluster.snapshot import Snapshot, snapshot_from_nodes
 from ..config import Config
+from ..engines import engines
 from ..kinds import PodView
 
 
@@ -33,11 +34,10 @@ def provisioned_nodes(view: PodView, config: Config) -> tuple[PodView, Snapshot,
         resources["limits"] = {**(resources.get("limits") or {}), resource: str(row.gpus)}
         main["resources"] = resources
         command = [str(w) for w in main.get("command") or []]
-        if command[:2] == ["vllm", "serve"] and "--tensor-parallel-size" not in command:
-            command += ["--tensor-parallel-size", str(row.gpus)]
-            if nodes_wanted > 1:
-                command += ["--pipeline-parallel-size", str(nodes_wanted)]
-            main["command"] = command
+        given = next((out for e in engines() if e.give_gpus is not None
+                      and (out := e.give_gpus(command, row.gpus, nodes_wanted)) is not None), None)
+        if given is not None:
+            main["command"] = given
         containers[0] = main
     patched = replace(view, spec={**view.spec, "containers": containers}, provisioned="")
     nodes = [{"apiVersion": "v1", "kind": "Node",

@@ -10,8 +10,9 @@ from ..cluster.snapshot import Snapshot
 from ..config import Config, Enforcement
 from ..kinds import POD_KINDS, Context, PodView, Role, RoleSet, Runtimes, WorkloadError, is_builtin, pod_view, roles
 from ..models.catalog import Catalog
+from ..units.declaration import DeclarationError
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
-from .demand import DeclarationError, Demand, read_demand
+from .demand import Demand, read_demand
 from .placement import cluster_verdict
 from .provisioned import provisioned_nodes
 from .rules import Narrow, cuda_visible_devices_warnings, narrow_selector, non_gpu_on_gpu_nodes

@@ -9,35 +9,64 @@ from typing import Any
 
 import orjson
 
-from ..models.catalog import ModelSpec
 from ..models.vram import Estimate, EstimateRequest
 from ..models.vram import estimate as generic_estimate
 from ..models.vram import max_context as vram_max_context
 from . import llamacpp, nim, ollama, sglang, tgi, trainers, vllm
 from .base import Found, Settings, Version, parse_version
 from .cmdline import Command, commands_of, container_env
+from .engine import ContextDefault, Engine, IntSetting, ParallelRead, UtilRule
 
 __all__ = [
     "ENGINES",
+    "REGISTRY",
     "ContainerReading",
+    "ContextDefault",
+    "Engine",
     "Found",
+    "IntSetting",
+    "ParallelRead",
     "Settings",
+    "UtilRule",
     "Version",
     "engine_env_names",
+    "engine_named",
+    "engines",
     "estimate",
     "max_context",
     "parse_version",
     "read_container",
     "suggest",
+    "training_engine",
 ]
 
-ENGINES = ("vllm", "sglang", "tgi", "llama.cpp", "ollama", "nim", "trainer")
-_PLANS: Mapping[str, Callable[[EstimateRequest, ModelSpec | None], Estimate]] = {
-    "vllm": vllm.plan, "sglang": sglang.plan, "tgi": tgi.plan, "llama.cpp": llamacpp.plan,
-    "ollama": ollama.plan, "nim": nim.plan, "trainer": trainers.plan,
-}
-NEWEST: Mapping[str, Version] = {"vllm": vllm.NEWEST, "tgi": tgi.NEWEST, "sglang": sglang.NEWEST,
-                                 "ollama": ollama.NEWEST}
+# Each engine module defines one Engine (``ENGINE``), registered once here; the rest of vramgate asks the
+# registry (engine_named, engines) and never imports an engine module by name (tests/unit/test_layout.py).
+# Adding an engine is one module and one line in this table. The order is the order a container is tried
+# in: the first engine that recognises it reads it.
+REGISTRY: Mapping[str, Engine] = {e.name: e for e in (
+    vllm.ENGINE, sglang.ENGINE, tgi.ENGINE, llamacpp.ENGINE, ollama.ENGINE, nim.ENGINE, trainers.ENGINE,
+)}
+ENGINES = tuple(REGISTRY)
+_ALIASES: Mapping[str, str] = {alias: e.name for e in REGISTRY.values() for alias in e.aliases}
+
+
+def engine_named(name: str | None) -> Engine | None:
+    """The registered engine of that name or alias (``llamacpp``, ``text-generation-inference``), or None."""
+    if not name:
+        return None
+    return REGISTRY.get(name) or REGISTRY.get(_ALIASES.get(name, ""))
+
+
+def engines() -> tuple[Engine, ...]:
+    """Every registered engine, in the order containers are tried."""
+    return tuple(REGISTRY.values())
+
+
+def training_engine() -> Engine:
+    """The engine that prices training workloads."""
+    return next(e for e in REGISTRY.values() if e.trains)
+
 
 ConfigMapLookup = Callable[[str, str], str | None]
 
@@ -96,30 +125,18 @@ def _read_container(container: dict[str, Any], pod_commands: Sequence[Command],
     env = {**dict(runtime), **own} if runtime else own
     commands = commands_of(container, env)
     image = _image(container)
-    settings = (
-        vllm.read(image, commands, env)
-        or sglang.read(image, commands, env)
-        or tgi.read(image, commands, env)
-        or llamacpp.read(image, commands, env)
-        or ollama.read(image, commands, env, pod_commands)
-        or nim.read(image, commands, env)
-        or trainers.read(image, commands, env)
-    )
+    settings = next((found for e in REGISTRY.values()
+                     if (found := e.read(image, commands, env, pod_commands)) is not None), None)
     parts = [container.get("command"), container.get("args")]
     text = " ".join(str(t) for part in parts if isinstance(part, list) for t in part if isinstance(t, str))
     return ContainerReading(container, env, commands, settings, unknown, text)
 
 
-_SETTING_TABLES = {"vllm": vllm.SETTINGS, "sglang": sglang.SETTINGS, "tgi": tgi.SETTINGS,
-                   "llama.cpp": llamacpp.SETTINGS, "ollama": ollama.SETTINGS, "nim": nim.SETTINGS,
-                   "trainer": trainers.SETTINGS}
-
-
 @lru_cache(maxsize=16)
 def engine_env_names(engine: str | None) -> frozenset[str]:
     """The env variables an engine reads its settings from (TGI's twins, ``LLAMA_ARG_*``, ``OLLAMA_*`` …)."""
-    table = _SETTING_TABLES.get(engine or "", {})
-    return frozenset(name for setting in table.values() for name in setting.envs)
+    found = engine_named(engine)
+    return found.env_names if found else frozenset()
 
 
 def lifecycle_commands(pod_spec: Mapping[str, Any]) -> list[Command]:
@@ -141,25 +158,10 @@ def lifecycle_commands(pod_spec: Mapping[str, Any]) -> list[Command]:
     return out
 
 
-# How each engine's users say what a suggestion changes ({n} is the value), for "Try:" lines.
-_SUGGEST: Mapping[str, Mapping[str, str]] = {
-    "vllm": {"context": "--max-model-len {n}", "tp": "--tensor-parallel-size {n}", "kv_fp8": "--kv-cache-dtype fp8",
-             "max_seqs": "--max-num-seqs {n}", "fp8": "--quantization fp8 (quantized at load)"},
-    "nim": {"context": "NIM_MAX_MODEL_LEN={n}", "tp": "NIM_TENSOR_PARALLEL_SIZE={n}"},
-    "tgi": {"context": "--max-total-tokens {n} (MAX_TOTAL_TOKENS)", "tp": "--num-shard {n} (NUM_SHARD)",
-            "kv_fp8": "--kv-cache-dtype fp8_e5m2", "fp8": "--quantize fp8"},
-    "sglang": {"context": "--context-length {n}", "tp": "--tp {n}", "kv_fp8": "--kv-cache-dtype fp8_e5m2",
-               "fp8": "--quantization fp8"},
-    "llama.cpp": {"context": "-c {n}", "kv_fp8": "-ctk q8_0 -ctv q8_0 -fa"},
-    "ollama": {"context": "OLLAMA_CONTEXT_LENGTH={n}", "kv_fp8": "OLLAMA_KV_CACHE_TYPE=q8_0"},
-    "trainer": {"context": "--max_seq_length {n}"},
-}
-
-
 def suggest(engine: str | None, key: str, n: int | None = None) -> str | None:
     """The engine's own way to say a change (``--max-model-len 24576``), or None when it has none."""
-    text = _SUGGEST.get(engine or "", {}).get(key)
-    return text.format(n=n) if text is not None else None
+    found = engine_named(engine)
+    return found.suggest(key, n) if found else None
 
 
 def max_context(req: EstimateRequest, usable_mib: float) -> int | None:
@@ -173,7 +175,8 @@ def estimate(req: EstimateRequest) -> Estimate:
 
     Pure and cached: a request (frozen, hashable) always prices the same.
     """
-    plan = _PLANS.get(req.engine or "")
+    found = engine_named(req.engine)
+    plan = found.plan if found else None
     if plan is None:
         return generic_estimate(req)
     if req.params <= 0 or req.context <= 0 or req.batch <= 0 or req.gpus <= 0:

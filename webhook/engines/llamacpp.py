@@ -8,11 +8,13 @@ KV) live on the GPU; a CUDA allocation that fails at start-up ends the process.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..models.catalog import ModelSpec
 from ..models.vram import Estimate, EstimateRequest, shape_of
 from .base import Setting, Settings, find_command, read_settings
 from .cmdline import Command, OptionTable, parse_argv
+from .engine import ContextDefault, Engine, IntSetting
 from .serving import Costs
 from .serving import plan as serving_plan
 
@@ -53,7 +55,8 @@ F32 = 4
 F16 = 2
 
 
-def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
+def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
+         pod_commands: Sequence[Command] = ()) -> Settings | None:
     """llama.cpp's settings, or None when the container does not run llama-server."""
     i = find_command(commands, ("llama-server", "server", "llama-cli"))
     if i is not None and (commands[i].program != "server" or any(r in image.lower() for r in IMAGE_REPOS)):
@@ -153,3 +156,31 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
                                          gpu_share=share, low_gpu_share=low_share, high_extra_mib=512.0,
                                          low_factor=0.5, compute_bytes=compute, low_compute_bytes=low_compute),
                         0, notes)
+
+
+def _default_context(s: Settings, model_context: int, zero_declared: bool) -> ContextDefault:
+    # `-c 0` is the model's own context; nothing declared is llama-server's default --ctx-size.
+    return ContextDefault(model_context if zero_declared else min(model_context, DEFAULT_CONTEXT),
+                          "llama-server default --ctx-size")
+
+
+def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
+                     int_setting: IntSetting) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    if (slots := int_setting(s, "parallel")) and slots > 1 and s.get("context") is not None \
+            and not context_annotated:
+        # llama-server splits --ctx-size over its --parallel slots: each sequence gets ctx / np tokens.
+        changes["context"] = max(1, req.context // slots)
+        changes["slots"] = slots
+    if s.get("flash_attention") is not None:
+        changes["flash_attention"] = flash_attention(s.value("flash_attention"))
+    return changes
+
+
+ENGINE = Engine(
+    name=NAME, read=read, plan=plan, settings=SETTINGS, aliases=("llamacpp", "llama-cpp"),
+    suggestions={"context": "-c {n}", "kv_fp8": "-ctk q8_0 -ctv q8_0 -fa"},
+    zero_context_is_model=True, default_utilization=lambda version, tp: 1.0,
+    default_context=_default_context, request_changes=_request_changes, fixed_slots=True,
+    fix_adds={"context": ("arg", "--ctx-size", "{n}")},
+)

@@ -15,6 +15,7 @@ from ..models.vram import Estimate, EstimateRequest
 from . import vllm
 from .base import Setting, Settings, read_settings
 from .cmdline import Command
+from .engine import Engine
 
 NAME = "nim"
 _NIM_IMAGE = re.compile(r"(?:^|/)nim/([^:@]+)")
@@ -31,7 +32,8 @@ SETTINGS: Mapping[str, Setting] = {
 }
 
 
-def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
+def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
+         pod_commands: Sequence[Command] = ()) -> Settings | None:
     """NIM's settings, or None when the image is not a NIM."""
     match = _NIM_IMAGE.search(image.lower())
     if not match and not any(k.startswith("NIM_") for k in env):
@@ -54,3 +56,13 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     est = vllm.plan(req.but(engine_version=None), spec)
     return replace(est, engine="nim (priced as vLLM)",
                    low_per_gpu_mib=int(est.low_per_gpu_mib * 0.9), high_per_gpu_mib=int(est.high_per_gpu_mib * 1.15))
+
+
+ENGINE = Engine(
+    name=NAME, read=read, plan=plan, settings=SETTINGS,
+    suggestions={"context": "NIM_MAX_MODEL_LEN={n}", "tp": "NIM_TENSOR_PARALLEL_SIZE={n}"},
+    # NIM's vLLM backend: its own NIM_GPU_MEMORY_UTILIZATION default is 0.9, whatever the NIM version.
+    tensor_parallel=True, config_utilization=True, default_utilization=lambda version, tp: 0.9,
+    kv_pool=vllm.kv_pool,
+    fix_adds={"context": ("env", "NIM_MAX_MODEL_LEN", "{n}"), "tp": ("env", "NIM_TENSOR_PARALLEL_SIZE", "{n}")},
+)

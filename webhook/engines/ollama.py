@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from ..units.precision import kv_bytes
 from .base import Setting, Settings, Version, read_settings, version_of
 from .cmdline import Command
+from .engine import ContextDefault, Engine, IntSetting
 from .layers import layout_of
 
 NAME = "ollama"
@@ -268,3 +270,22 @@ def weights_total_bytes(req: EstimateRequest, spec: ModelSpec | None) -> float:
     """Every block and the output layer, wherever they run."""
     blocks, output = _layer_weights(req, spec)
     return sum(blocks) + output
+
+
+def _default_context(s: Settings, model_context: int, zero_declared: bool) -> ContextDefault:
+    return ContextDefault(min(model_context, default_context(s.version)), "Ollama default OLLAMA_CONTEXT_LENGTH")
+
+
+def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
+                     int_setting: IntSetting) -> dict[str, Any]:
+    return {"slots": int_setting(s, "parallel") or default_parallel(req.engine_version)}
+
+
+ENGINE = Engine(
+    name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    suggestions={"context": "OLLAMA_CONTEXT_LENGTH={n}", "kv_fp8": "OLLAMA_KV_CACHE_TYPE=q8_0"},
+    default_utilization=lambda version, tp: 1.0, default_context=_default_context,
+    request_changes=_request_changes, fixed_slots=True, model_in_pod_commands=True, spills_to_host=True,
+    fix_adds={"context": ("env", "OLLAMA_CONTEXT_LENGTH", "{n}"), "kv_dtype": ("env", "OLLAMA_KV_CACHE_TYPE", "q8_0")},
+    fix_values={"kv_dtype": "q8_0"},
+)

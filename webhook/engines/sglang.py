@@ -18,6 +18,8 @@ from ..models.catalog import ModelSpec
 from ..models.vram import Estimate, EstimateRequest
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
+from .engine import Engine, IntSetting, ParallelRead
+from .parallel import Layout, sglang_layout, spanning_layouts
 from .serving import Costs
 from .serving import plan as serving_plan
 
@@ -71,7 +73,8 @@ SETTINGS: Mapping[str, Setting] = {
 }
 
 
-def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
+def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
+         pod_commands: Sequence[Command] = ()) -> Settings | None:
     """SGLang's settings from a container, or None when it does not run SGLang."""
     # NVIDIA Dynamo's SGLang worker (`python3 -m dynamo.sglang`) takes SGLang's server args.
     i = find_command(commands, ("sglang",), ("sglang.launch_server", "dynamo.sglang"))
@@ -245,3 +248,25 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
                                          fixed_mib=CONTEXT_SHARE_MIB,
                                          low_factor=0.0, compact_windows=True,
                                          low_kv_share=0.0), 0, notes)
+
+
+def _layout(s: Settings, p: ParallelRead, int_setting: IntSetting) -> Layout:
+    return sglang_layout(p.tp or 1, p.pp, p.dp, s.flag("dp_attention"), int_setting(s, "ep_size"),
+                         int_setting(s, "dcp"), p.pod_gpus, p.group, p.moe)
+
+
+def _rule(version: Version | None, tp: int, pp: int, dp: int, s: Settings) -> StaticFraction:
+    return StaticFraction(version or NEWEST, tp, pp, dp, s.flag("dp_attention"), s.value("speculative"))
+
+
+ENGINE = Engine(
+    name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    suggestions={"context": "--context-length {n}", "tp": "--tp {n}", "kv_fp8": "--kv-cache-dtype fp8_e5m2",
+                 "fp8": "--quantization fp8"},
+    tensor_parallel=True, one_gpu_unless="--tp",
+    default_utilization=lambda version, tp: default_mem_fraction(tp, version), utilization_rule=_rule,
+    layout=_layout, spanning=lambda moe, heads, per_node, pods: spanning_layouts(NAME, moe, heads, per_node, pods),
+    fix_adds={"context": ("arg", "--context-length", "{n}"), "tp": ("arg", "--tp", "{n}"),
+              "kv_dtype": ("arg", "--kv-cache-dtype", "fp8_e5m2"), "precision": ("arg", "--quantization", "fp8")},
+    fix_values={"kv_dtype": "fp8_e5m2"},
+)

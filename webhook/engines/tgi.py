@@ -12,11 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..models.catalog import ModelSpec
 from ..models.vram import Estimate, EstimateRequest
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
+from .engine import ContextDefault, Engine, IntSetting
 from .serving import Costs
 from .serving import plan as serving_plan
 
@@ -57,7 +59,8 @@ SETTINGS: Mapping[str, Setting] = {
 }
 
 
-def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
+def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
+         pod_commands: Sequence[Command] = ()) -> Settings | None:
     """TGI's settings from a container, or None when it does not run TGI."""
     i = find_command(commands, ("text-generation-launcher",))
     if i is not None:
@@ -231,3 +234,39 @@ def pool_tokens(est: Estimate, token_bytes: float, gpu_mib: float, fraction: flo
     else:
         free = max(0.0, usable - est.per_gpu_mib) * room
     return int((free + est.kv_cache_mib / max(est.request.gpus, 1)) * 2**20 / token_bytes)
+
+
+def _default_context(s: Settings, model_context: int, zero_declared: bool) -> ContextDefault:
+    default = default_context(s.version)
+    if default is not None:
+        return ContextDefault(min(model_context, default),
+                              f"TGI {('.'.join(map(str, s.version)) if s.version else '')} default")
+    return ContextDefault(min(model_context, 4096),
+                          "TGI 3 sizes max_total_tokens to memory; priced at min(model, 4096)")
+
+
+def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
+                     int_setting: IntSetting) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    if (prefill := int_setting(s, "prefill_tokens")) is not None:
+        changes["prefill_tokens"] = prefill
+    if (inputs := int_setting(s, "input_tokens")) is not None:
+        changes["input_tokens"] = inputs
+    return changes
+
+
+ENGINE = Engine(
+    name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    aliases=("text-generation-inference", "huggingface-tgi"),
+    suggestions={"context": "--max-total-tokens {n} (MAX_TOTAL_TOKENS)", "tp": "--num-shard {n} (NUM_SHARD)",
+                 "kv_fp8": "--kv-cache-dtype fp8_e5m2", "fp8": "--quantize fp8"},
+    tensor_parallel=True,
+    # cuda_memory_fraction 1.0, less the blocks TGI keeps back in warm-up
+    default_utilization=lambda version, tp: 0.98,
+    default_context=_default_context, request_changes=_request_changes,
+    fix_adds={"context": ("arg", "--max-total-tokens", "{n}"), "tp": ("arg", "--num-shard", "{n}"),
+              "kv_dtype": ("arg", "--kv-cache-dtype", "fp8_e5m2"), "precision": ("arg", "--quantize", "fp8")},
+    fix_env_twins={"context": ("env", "MAX_TOTAL_TOKENS", "{n}"), "tp": ("env", "NUM_SHARD", "{n}"),
+                   "kv_dtype": ("env", "KV_CACHE_DTYPE", "fp8_e5m2"), "precision": ("env", "QUANTIZE", "fp8")},
+    fix_values={"kv_dtype": "fp8_e5m2"},
+)

@@ -19,8 +19,9 @@ import yaml
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from ..units.precision import PRECISIONS
-from .base import Setting, Settings, read_settings
+from .base import Found, Setting, Settings, read_settings
 from .cmdline import Command, OptionTable, parse_argv
+from .engine import Engine
 
 NAME = "trainer"
 _LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "llamafactory-cli", "tune", "axolotl", "trl")
@@ -103,7 +104,8 @@ def is_launch(commands: Sequence[Command]) -> bool:
     return False
 
 
-def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
+def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
+         pod_commands: Sequence[Command] = ()) -> Settings | None:
     """The trainer's settings from every command of the container, or None when none trains."""
     if not is_launch(commands) and not any(env.get(n) for n in _TRAINER_ENVS):
         return None
@@ -257,3 +259,21 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     return priced(req, weights=weights, kv=0.0, overhead=fixed, activations=acts, gradients=gradients,
                   optimizer=optimizer, mid=mid, low=low, high=high, kv_bytes_per_token=0.0, shape_known=shape.known,
                   engine=f"trainer ({ft})", notes=notes)
+
+
+def training_quantization(s: Settings) -> Found | None:
+    """The precision ``--load_in_4bit`` / ``--quantization_bit`` load the base weights in (bitsandbytes)."""
+    if s.flag("load_in_4bit") or s.value("quantization_bit") == "4":
+        four = s.get("load_in_4bit")
+        return Found("nf4", four.source if four else "arg --quantization_bit")
+    if s.flag("load_in_8bit") or s.value("quantization_bit") == "8":
+        return Found("int8", "arg --load_in_8bit")
+    return None
+
+
+ENGINE = Engine(
+    name=NAME, read=read, plan=plan, settings=SETTINGS, aliases=("trainers", "training"),
+    suggestions={"context": "--max_seq_length {n}"}, serves=False, trains=True,
+    read_config_file=read_config_file, training_quantization=training_quantization,
+    finetune_of=finetune_of, parallelism_of=parallelism_of,
+)

@@ -23,7 +23,9 @@ from ..units.precision import kv_bytes
 from . import mxfp4
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
+from .engine import Engine, IntSetting, ParallelRead
 from .layers import KVLayout, layout_of
+from .parallel import Layout, spanning_layouts, vllm_layout
 
 NAME = "vllm"
 IMAGE_REPOS = ("vllm",)
@@ -131,7 +133,8 @@ def argv_words(image: str, commands: Sequence[Command]) -> tuple[list[str], str]
     return None
 
 
-def read(image: str, commands: Sequence[Command], env: Mapping[str, str]) -> Settings | None:
+def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
+         pod_commands: Sequence[Command] = ()) -> Settings | None:
     """vLLM's settings from a container, or None when the container does not run vLLM."""
     found = argv_words(image, commands)
     if found is None:
@@ -667,3 +670,52 @@ def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, 
     seq_bytes_per_gpu = est.kv_cache_mib / g * MIB
     concurrency = max(0.0, pool_mib) * MIB / seq_bytes_per_gpu if seq_bytes_per_gpu else 0.0
     return pool_mib / 1024, tokens, concurrency
+
+
+def _layout(s: Settings, p: ParallelRead, int_setting: IntSetting) -> Layout:
+    return vllm_layout(p.tp or 1, p.pp, p.dp, int_setting(s, "dp_local"), s.flag("ep"), int_setting(s, "dcp"),
+                       p.pod_gpus, p.group, p.moe, p.dp_unknown)
+
+
+def _layout_extras(s: Settings, layout: Layout) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    spare = redundant_experts(s)
+    if not spare or not layout.expert_split:
+        return {}, []
+    return {"redundant_experts": spare}, [
+        ("parallelism", f"vLLM EPLB: {spare} redundant expert slots spread with the experts")]
+
+
+def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
+                     int_setting: IntSetting) -> dict[str, object]:
+    changes: dict[str, object] = {}
+    sampler = flashinfer_sampler(req.engine_version, s.value("flashinfer_sampler"), s.flag("flashinfer_installed"))
+    if sampler is not None:
+        changes["flashinfer_sampler"] = sampler
+    if mla_disabled(s.value("mla_disable")):
+        changes["mla_disabled"] = True
+    return changes
+
+
+def _give_gpus(command: list[str], gpus: int, nodes: int) -> list[str] | None:
+    """``vllm serve`` without a TP flag, given a node's GPUs (and nodes as pipeline stages)."""
+    if command[:2] != ["vllm", "serve"] or "--tensor-parallel-size" in command:
+        return None
+    out = [*command, "--tensor-parallel-size", str(gpus)]
+    return [*out, "--pipeline-parallel-size", str(nodes)] if nodes > 1 else out
+
+
+ENGINE = Engine(
+    name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    suggestions={"context": "--max-model-len {n}", "tp": "--tensor-parallel-size {n}",
+                 "kv_fp8": "--kv-cache-dtype fp8", "max_seqs": "--max-num-seqs {n}",
+                 "fp8": "--quantization fp8 (quantized at load)"},
+    tensor_parallel=True, one_gpu_unless="--tensor-parallel-size", tunes_utilization=True,
+    config_utilization=True, default_utilization=lambda version, tp: default_utilization(version),
+    layout=_layout, layout_extras=_layout_extras,
+    spanning=lambda moe, heads, per_node, pods: spanning_layouts(NAME, moe, heads, per_node, pods),
+    request_changes=_request_changes, kv_pool=kv_pool, give_gpus=_give_gpus,
+    fix_adds={"context": ("arg", "--max-model-len", "{n}"), "tp": ("arg", "--tensor-parallel-size", "{n}"),
+              "kv_dtype": ("arg", "--kv-cache-dtype", "fp8"), "max_seqs": ("arg", "--max-num-seqs", "{n}"),
+              "precision": ("arg", "--quantization", "fp8"),
+              "utilization": ("arg", "--gpu-memory-utilization", "{n}")},
+)

@@ -13,6 +13,8 @@ from html import escape
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from ..advise.fit import SERVING_ENGINES
+
 if TYPE_CHECKING:
     from .state import AppState
 
@@ -145,7 +147,7 @@ def render(state: AppState, fit_html: str = "", form: dict[str, str] | None = No
         'placeholder="model max"></label>'
         '<label>engine <select name=engine>'
         + "".join(f'<option{" selected" if f.get("engine", "vllm") == e else ""}>{e}</option>'
-                  for e in ("vllm", "sglang", "tgi", "llama.cpp", "ollama", "nim"))
+                  for e in SERVING_ENGINES)
         + "</select></label><button type=submit>fit</button></form>"
         + fit_html
     )

@@ -1,8 +1,17 @@
-"""The vramgate.io/* annotation names, and the quantization a model id carries."""
+"""The vramgate.io/* annotation names, the error a malformed declaration raises, and a model id's quantization."""
 
 from __future__ import annotations
 
 import re
+
+
+class DeclarationError(ValueError):
+    """A malformed declaration: names the annotation (or env/arg), the value and what is accepted."""
+
+    def __init__(self, where: str, value: str, accepted: str) -> None:
+        self.where, self.value, self.accepted = where, value, accepted
+        super().__init__(f"{where}: {value!r} is not valid; {accepted}")
+
 
 ANNOTATION_PREFIX = "vramgate.io/"
 A_MODEL = "vramgate.io/model"

@@ -20,11 +20,12 @@ import orjson
 from ...cluster.inventory import NodeGPUs, node_gpus, with_devices
 from ...cluster.snapshot import ClassTable, Snapshot
 from ...config import Config, PlacementMode
-from ...decide.demand import DeclarationError, read_demand
+from ...decide.demand import read_demand
 from ...decide.placement import Code, Need, fit, score
 from ...kinds import WorkloadError, pod_view
 from ...metrics import Metrics
 from ...models.catalog import Catalog
+from ...units.declaration import DeclarationError
 from .wire import BadRequest, Parsed, check_names, node_name, parse_args
 
 log = logging.getLogger("vramgate.extender")

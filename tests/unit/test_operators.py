@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from webhook.cli.inputs import read_documents
 from webhook.cli.main import main
-from webhook.cli.report import read_documents
 from webhook.kinds import is_builtin, pod_view, roles
 
 from .helpers import gpu_node

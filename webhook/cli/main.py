@@ -8,20 +8,16 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ..cluster.dra import dra_view
 from ..cluster.snapshot import Snapshot, snapshot_from_nodes
 from ..config import Config, ConfigError, load_config
-from ..decide.verdict import judge
 from ..engines import ENGINES, estimate, training_engine
 from ..engines.base import parse_version
 from ..engines.precision import resolve_precision
-from ..kinds import Runtimes, nothing_to_judge
 from ..kube.manifests import ManifestError, load_inventory
 from ..models.catalog import (
     Catalog,
@@ -75,73 +71,25 @@ def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
 
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:
-    from .report import read_documents
+    from .inputs import read_documents
+    from .report import run_autofit, run_check
 
     catalog = _catalog(config)
     if (args.dry_run or args.suggestion != 1) and not args.fix:
         raise UsageError("--suggestion and --dry-run go with --fix")
     if args.fix and args.output != "text":
         raise UsageError("--fix prints a diff; -o json|yaml|junit|sarif lists the fixes without applying them")
-    if args.autofit:
-        if args.fix or args.output != "text":
-            raise UsageError("--autofit prints the diff autofit would make; it goes without --fix and -o")
-        from .report import run_autofit
-
-        for path in args.file:
-            read_documents(path)
-        return run_autofit(args.file, _snapshot(args, config), config, catalog)
-    if args.output != "text" or args.fix:
-        from .report import run_check
-
-        if args.suggestion < 1:
-            raise UsageError("--suggestion: use 1 for the first fix, 2 for the second …")
-        for path in args.file:
-            read_documents(path)  # an unreadable file first (exit 2); a broken document is reported beside the rest
-        return run_check(args.file, args.output, _snapshot(args, config), config, catalog, fix=args.fix,
-                         suggestion=args.suggestion, dry_run=args.dry_run)
-    objects: list[dict[str, Any]] = []
-    problems: list[str] = []
+    if args.autofit and (args.fix or args.output != "text"):
+        raise UsageError("--autofit prints the diff autofit would make; it goes without --fix and -o")
+    if args.suggestion < 1:
+        raise UsageError("--suggestion: use 1 for the first fix, 2 for the second …")
     for path in args.file:
-        found, bad = read_documents(path)
-        objects.extend(loc.obj for loc in found)
-        problems.extend(bad)
+        read_documents(path)  # an unreadable file first (exit 2); a broken document is reported beside the rest
     snapshot = _snapshot(args, config)
-    # ResourceClaimTemplates and ResourceClaims in the same files are what their pods' claims refer to.
-    snapshot = replace(snapshot, dra=dra_view(objects, config.labels.dra_drivers, snapshot.dra))
-    # ServingRuntimes and TrainingRuntimes in the same files are what their workloads refer to.
-    runtimes = Runtimes.of(objects)
-    rejected = False
-    for obj in objects:
-        result = judge(obj, snapshot, config, catalog, runtimes=runtimes)
-        meta = obj.get("metadata") or {}
-        if result.view is None and result.code == "not-a-workload":
-            name = meta.get("name", "?") if isinstance(meta, dict) else "?"
-            print(f"SKIP    {str(obj.get('kind', '?')).lower()}/{name}: {nothing_to_judge(obj)}")
-            for warning in result.warnings:
-                print(f"  warning: {warning}")
-            continue
-        name = result.view.ref if result.view else f"{str(obj.get('kind', '?')).lower()}/{meta.get('name', '?')}"
-        lines = [(r.judgement, r.role.view.ref) for r in result.roles] or [(result, name)]
-        for judgement, ref in lines:
-            if judgement.allowed:
-                detail = judgement.summary()
-                print(f"ADMIT   {ref}: {detail}")
-            else:
-                rejected = True
-                print(f"REJECT  {judgement.message}")
-            if args.explain and judgement.demand is not None:
-                for line in judgement.demand.explain():
-                    print(f"  input: {line}")
-                if judgement.demand.estimate is not None:
-                    for note in judgement.demand.estimate.notes:
-                        print(f"  engine: {note}")
-        for warning in result.warnings:
-            print(f"  warning: {warning}")
-    for line in problems:
-        print(f"error: {line}", file=sys.stderr)
-    if problems:
-        return EXIT_BAD_INPUT  # after the verdicts of every readable document
-    return EXIT_REJECTED if rejected else EXIT_OK
+    if args.autofit:
+        return run_autofit(args.file, snapshot, config, catalog)
+    return run_check(args.file, args.output, snapshot, config, catalog, fix=args.fix,
+                     suggestion=args.suggestion, dry_run=args.dry_run, explain=args.explain)
 
 
 def cmd_estimate(args: argparse.Namespace, config: Config) -> int:

@@ -3,13 +3,13 @@
 One :class:`Result` per workload, or per role of a multi-role kind: where it is (file, YAML document, line),
 what it is, the verdict admission gives with its reason code and message, warnings, the estimate with its
 parts and band, where each input came from, and the fixes (JSON Patches checked by :mod:`webhook.advise.fixes`).
-The JSON and YAML shape is published as a JSON Schema in docs/check-output.schema.json.
+The JSON and YAML shape is published as a JSON Schema in docs/check-output.schema.json. Every form (text
+included) renders the results of :func:`judge_inputs` over the one :class:`~webhook.cli.inputs.Inputs`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,113 +22,14 @@ from ..advise.fixes import Fix, fixes_for, rejudger
 from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..decide.verdict import Judgement, judge
-from ..kinds import Runtimes, nothing_to_judge
-from ..kube.manifests import ManifestError, flatten
+from ..kinds import nothing_to_judge
 from ..models.catalog import Catalog
+from .inputs import Inputs, gather
 
 SCHEMA_VERSION = "vramgate.io/check/v1"
 FORMATS = ("text", "json", "yaml", "junit", "sarif")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFO_URI = "https://github.com/vramgate/vramgate"
-
-
-@dataclass(frozen=True)
-class Located:
-    """An object read from a file: its YAML document, its index in a List (if any) and its first line."""
-
-    file: str
-    document: int
-    item: int | None
-    line: int
-    obj: dict[str, Any]
-
-    @property
-    def prefix(self) -> str:
-        return "" if self.item is None else f"/items/{self.item}"
-
-
-def load_located(path: str | Path) -> list[Located]:
-    """Objects of a manifest file with the line each starts on (``List`` kinds flattened, as ``check`` reads).
-
-    Raises ManifestError when the file, or any document in it, cannot be read.
-    """
-    located, problems = read_documents(path)
-    if problems:
-        raise ManifestError(problems[0])
-    return located
-
-
-def read_documents(path: str | Path) -> tuple[list[Located], list[str]]:
-    """Every readable object of a manifest file, and one ``file:line:column: …`` line per unreadable document.
-
-    A broken document (a ``{{HF_TOKEN}}`` placeholder Secret at the end of a published file) costs only itself:
-    the file is first read whole, as YAML reads it; when that fails, document by document.
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from exc
-    name = str(path)
-    try:
-        if text.lstrip().startswith(("{", "[")):
-            return [Located(name, 0, None, 1, obj) for obj in flatten(json.loads(text))], []
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-        docs = list(yaml.safe_load_all(text))
-    except json.JSONDecodeError as exc:
-        return [], [f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"]
-    except yaml.YAMLError:
-        return _documents_one_by_one(name, text)
-    out: list[Located] = []
-    problems: list[str] = []
-    for i, (node, doc) in enumerate(zip(nodes, docs, strict=False)):
-        _locate(name, i, node, doc, 0, out, problems)
-    return out, problems
-
-
-_DOCUMENT_START = re.compile(r"^---(?:[ \t].*)?$", re.MULTILINE)
-
-
-def _documents_one_by_one(name: str, text: str) -> tuple[list[Located], list[str]]:
-    starts = [0, *(m.start() for m in _DOCUMENT_START.finditer(text) if m.start() > 0)]
-    out: list[Located] = []
-    problems: list[str] = []
-    index = 0
-    for begin, end in zip(starts, [*starts[1:], len(text)], strict=True):
-        chunk = text[begin:end]
-        offset = text.count("\n", 0, begin)
-        if not any(line.strip() and not line.lstrip().startswith(("#", "---")) for line in chunk.splitlines()):
-            continue  # comments or an empty marker: no document
-        try:
-            node = yaml.compose(chunk, Loader=yaml.SafeLoader)
-            doc = yaml.safe_load(chunk)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-            where = f"{offset + mark.line + 1}:{mark.column + 1}" if mark is not None else f"{offset + 1}:1"
-            reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            problems.append(f"{name}:{where}: document {index} is not valid YAML ({reason}); the others are judged")
-            index += 1
-            continue
-        _locate(name, index, node, doc, offset, out, problems)
-        index += 1
-    return out, problems
-
-
-def _locate(name: str, i: int, node: Any, doc: Any, offset: int, out: list[Located], problems: list[str]) -> None:
-    if doc is None or node is None:
-        return
-    try:
-        kind = doc.get("kind") if isinstance(doc, dict) else None
-        if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
-            items_node = next((v for k, v in node.value if getattr(k, "value", None) == "items"), None)
-            for j, item in enumerate(doc["items"]):
-                line = items_node.value[j].start_mark.line + 1 if items_node is not None else node.start_mark.line + 1
-                for obj in flatten(item):
-                    out.append(Located(name, i, j, offset + line, obj))
-            return
-        for obj in flatten(doc):
-            out.append(Located(name, i, None, offset + node.start_mark.line + 1, obj))
-    except ManifestError as exc:
-        problems.append(f"{name}:{offset + node.start_mark.line + 1}:1: document {i}: {exc}")
 
 
 @dataclass
@@ -153,6 +54,8 @@ class Result:
     fixes: list[Fix] = field(default_factory=list)
     summary: str = ""
     skipped: bool = False  # a document with nothing to judge (the text output names it; the others leave it out)
+    explain: list[str] = field(default_factory=list)  # ``--explain``: where each input came from, engine notes
+    last_of_object: bool = True  # the object's last result (its warnings follow it in the text form)
 
     @property
     def verdict(self) -> str:
@@ -196,18 +99,19 @@ def collect(
     ``with_skipped`` adds a result for every object with nothing to judge; ``problems``, when given, receives
     one line per unreadable document instead of the first one raising ManifestError.
     """
-    located: list[Located] = []
-    for path in files:
-        if problems is None:
-            located.extend(load_located(path))
-        else:
-            found, bad = read_documents(path)
-            located.extend(found)
-            problems.extend(bad)
-    runtimes = Runtimes.of([loc.obj for loc in located])
+    inputs = gather(files, snapshot, config, strict=problems is None)
+    if problems is not None:
+        problems.extend(inputs.problems)
+    return judge_inputs(inputs, config, catalog, with_fixes=with_fixes, with_skipped=with_skipped)
+
+
+def judge_inputs(inputs: Inputs, config: Config, catalog: Catalog, *, with_fixes: bool = True,
+                 with_skipped: bool = False) -> list[Result]:
+    """The judged results every output form renders: one per workload, or per role of a multi-role kind."""
+    snapshot, runtimes = inputs.snapshot, inputs.runtimes
     again = rejudger(snapshot, config, catalog, runtimes)
     results: list[Result] = []
-    for loc in located:
+    for loc in inputs.located:
         obj = loc.obj
         whole = judge(obj, snapshot, config, catalog, runtimes=runtimes)
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -233,12 +137,15 @@ def collect(
             # Warnings of the object (each already naming its role) go with its first result.
             warnings = list(whole.warnings) if n == 0 else []
             fixes = fixes_for(obj, j, index, snapshot, again) if with_fixes and not j.allowed else []
+            explain = [f"input: {line}" for line in j.demand.explain()] if j.demand else []
+            if j.demand is not None and j.demand.estimate is not None:
+                explain.extend(f"engine: {note}" for note in j.demand.estimate.notes)
             results.append(Result(
                 file=loc.file, document=loc.document, item=loc.item, line=loc.line, kind=kind, namespace=namespace,
                 name=name, role=role, ref=ref, allowed=j.allowed, code=j.code, message=j.message,
                 warnings=warnings, estimate=_estimate(j), sources=dict(j.demand.sources) if j.demand else {},
-                fixes=fixes,
-                summary=j.summary() if j.allowed else "",
+                fixes=fixes, summary=j.summary() if j.allowed else "", explain=explain,
+                last_of_object=n == len(parts) - 1,
             ))
     return results
 
@@ -354,9 +261,13 @@ def to_sarif(results: Sequence[Result], version: str = "0.1.0") -> str:
     return json.dumps(log, indent=2) + "\n"
 
 
-def to_text(results: Sequence[Result]) -> str:
-    """The default output: ADMIT/REJECT lines as `vramgate check` always printed them."""
+def to_text(results: Sequence[Result], explain: bool = False) -> str:
+    """The default output: ADMIT/REJECT lines as `vramgate check` always printed them.
+
+    A multi-role object's lines come first, then its warnings; ``explain`` adds the input and engine lines.
+    """
     lines: list[str] = []
+    pending: list[str] = []
     for r in results:
         if r.skipped:
             lines.append(f"SKIP    {r.ref}: {r.summary}")
@@ -364,11 +275,17 @@ def to_text(results: Sequence[Result]) -> str:
             lines.append(f"ADMIT   {r.ref}: {r.summary}")
         else:
             lines.append(f"REJECT  {r.message}")
-        lines.extend(f"  warning: {w}" for w in r.warnings)
+        if explain:
+            lines.extend(f"  {line}" for line in r.explain)
+        pending.extend(f"  warning: {w}" for w in r.warnings)
+        if r.last_of_object:
+            lines.extend(pending)
+            pending = []
+    lines.extend(pending)
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def render(results: Sequence[Result], output: str) -> str:
+def render(results: Sequence[Result], output: str, explain: bool = False) -> str:
     if output != "text":
         results = [r for r in results if not r.skipped]  # their schemas count workloads only
     if output == "json":
@@ -379,24 +296,28 @@ def render(results: Sequence[Result], output: str) -> str:
         return to_junit(results)
     if output == "sarif":
         return to_sarif(results)
-    return to_text(results)
+    return to_text(results, explain)
 
 
 def run_check(files: Sequence[str], output: str, snapshot: Snapshot, config: Config, catalog: Catalog, *,
-              fix: bool = False, suggestion: int = 1, dry_run: bool = False) -> int:
-    """`vramgate check -o FORMAT` and `--fix`: print, rewrite, and return the exit code (0 admitted, 1 rejected)."""
+              fix: bool = False, suggestion: int = 1, dry_run: bool = False, explain: bool = False) -> int:
+    """`vramgate check` in every form, and `--fix`: print, rewrite, and return the exit code (0 admitted,
+    1 rejected, 2 when a document was unreadable: after the verdicts of every readable one)."""
     import sys
 
     from ..advise.fixes import Edit, rewrite, unified
 
-    problems: list[str] = []
-    results = collect(files, snapshot, config, catalog, with_skipped=True, problems=problems)
+    inputs = gather(files, snapshot, config)
+    # The text form offers no fixes: it does not pay for them.
+    results = judge_inputs(inputs, config, catalog, with_skipped=True, with_fixes=fix or output != "text")
     rejected = any(not r.allowed for r in results)
-    for line in problems:
-        print(f"error: {line}", file=sys.stderr)
     if not fix:
-        sys.stdout.write(render(results, output))
-        return 2 if problems else 1 if rejected else 0
+        sys.stdout.write(render(results, output, explain))
+        for line in inputs.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return 2 if inputs.problems else 1 if rejected else 0
+    for line in inputs.problems:
+        print(f"error: {line}", file=sys.stderr)
     edits: dict[str, list[Edit]] = {}
     missing: list[str] = []
     for r in results:
@@ -431,19 +352,14 @@ def run_autofit(files: Sequence[str], snapshot: Snapshot, config: Config, catalo
     from ..advise.autofit import autofit
     from ..advise.fixes import Edit, rewrite, unified
 
-    problems: list[str] = []
-    located: list[Located] = []
-    for path in files:
-        found, bad = read_documents(path)
-        located.extend(found)
-        problems.extend(bad)
-    for line in problems:
+    inputs = gather(files, snapshot, config)
+    for line in inputs.problems:
         print(f"error: {line}", file=sys.stderr)
-    runtimes = Runtimes.of([loc.obj for loc in located])
+    snapshot, runtimes = inputs.snapshot, inputs.runtimes
     again = rejudger(snapshot, config, catalog, runtimes)
     edits: dict[str, list[Edit]] = {}
     refused = False
-    for loc in located:
+    for loc in inputs.located:
         judgement = judge(loc.obj, snapshot, config, catalog, runtimes=runtimes)
         outcome = autofit(loc.obj, judgement, snapshot, config, again)
         if outcome is None:
@@ -459,6 +375,6 @@ def run_autofit(files: Sequence[str], snapshot: Snapshot, config: Config, catalo
     for path, file_edits in edits.items():
         before, after = rewrite(path, file_edits)
         sys.stdout.write(unified(path, before, after))
-    if problems:
+    if inputs.problems:
         return 2
     return 1 if refused else 0

@@ -27,6 +27,7 @@ from ..engines import (
 )
 from ..engines.base import Version, parse_version
 from ..engines.cmdline import Command
+from ..engines.grammar import GrammarError
 from ..engines.identity import identify
 from ..engines.precision import resolve_precision
 from ..kinds import PodView, WorkloadError
@@ -78,6 +79,10 @@ class Demand:
     claims: tuple[Request, ...] = ()
     # A model named but not in the catalog (judged without it): what a hub lookup may add.
     unknown_model: str | None = None
+    # The engine picks its context once it knows its GPU (``--max-model-len auto``): the estimate is at its least.
+    auto_context: bool = False
+    # The context the engine will pick on the smallest GPU that holds the pod, and that GPU (set by the verdict).
+    picked_context: tuple[int, str] | None = None
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -109,6 +114,10 @@ class Demand:
             said = next((v for k, v in self.sources if k == "vram"), d.A_VRAM)
             return f"{self.per_gpu_mib / 1024:.1f} GiB per GPU (declared {said})"  # type: ignore[operator]
         if self.estimate is not None:
+            if self.picked_context is not None:
+                tokens, where = self.picked_context
+                return (f"{self.estimate.summary()}; context chosen by {self.engine}: {tokens} tokens on {where} "
+                        "(more on larger GPUs)")
             return self.estimate.summary()
         return "no VRAM estimate (declare vramgate.io/model or vramgate.io/vram)"
 
@@ -473,7 +482,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         return done(model=model)
 
     precision = _precision(ann, settings, ident.quantization if ident else None, spec, workload, engine, sources)
-    context = _context(ann, settings, spec, workload, engine, sources, warnings)
+    context, auto_context = _context(ann, settings, spec, workload, engine, sources, warnings)
     batch = _batch(ann, settings, main, engine, workload, sources)
     kv_dtype = _kv_dtype(ann, settings, engine, warnings)
     split: dict[str, int] = {}
@@ -509,7 +518,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     if eng is not None and eng.utilization_rule is not None and not util_declared and workload != "training":
         # SGLang sets its share by the GPU's memory: judged per node (the TP table is the unknown-GPU figure).
         rule = eng.utilization_rule(req.engine_version, tp or model_gpus, pp, dp or 1, settings)
-    return done(model=model, spec=spec, estimate=est, utilization=util, util_rule=rule)
+    return done(model=model, spec=spec, estimate=est, utilization=util, util_rule=rule, auto_context=auto_context)
 
 
 def workload_found_is_inference(ann: dict[str, str], settings: Settings) -> bool:
@@ -624,30 +633,45 @@ def _precision(ann: dict[str, str], s: Settings, in_id: str | None, spec: ModelS
 
 
 def _context(ann: dict[str, str], s: Settings, spec: ModelSpec | None, workload: Workload, engine: str,
-             sources: list[tuple[str, str]], warnings: list[str]) -> int:
+             sources: list[tuple[str, str]], warnings: list[str]) -> tuple[int, bool]:
+    """Tokens per sequence, and whether the engine picks its context itself (``--max-model-len auto``)."""
     found = _first(_annotation(ann, d.A_CONTEXT), s.get("context"))
-    context = _parse(found, parse_positive_int, "use a whole number of tokens such as 8192")
     eng = engine_named(engine)
+    if found is not None and found.source != d.A_CONTEXT and eng is not None and eng.read_context is not None:
+        # The engine's own flag, read by the engine's own grammar (engines/grammar.py).
+        try:
+            read = eng.read_context(found.value, s.version)
+        except GrammarError as exc:
+            raise DeclarationError(found.source, found.value, exc.rule) from None
+        if read.note:
+            warnings.append(f"{found.source}={found.value}: {read.note}")
+        if read.auto:
+            sources.append(("context", f"{found.source} {found.value}: {engine} picks the largest context that "
+                                       f"fits; priced at its least ({read.tokens} tokens)"))
+        else:
+            sources.append(("context", found.source))
+        return read.tokens, read.auto
+    context = _parse(found, parse_positive_int, "use a whole number of tokens such as 8192")
     zero_is_model = eng is not None and eng.zero_context_is_model
     if context is not None and found is not None:
         if found.source != d.A_CONTEXT and zero_is_model and context == 0:
             context = None  # llama.cpp: -c 0 means the model's own context
         else:
             sources.append(("context", found.source))
-            return int(context)
+            return int(context), False
     if found is not None and context == 0 and not zero_is_model:
         raise DeclarationError(found.source, found.value, "use a whole number of tokens such as 8192")
     model_ctx = spec.context if spec else UNKNOWN_MODEL_CONTEXT
     if workload == "training":
         sources.append(("context", f"training default {TRAINING_CONTEXT}"))
-        return min(model_ctx, TRAINING_CONTEXT)
+        return min(model_ctx, TRAINING_CONTEXT), False
     if eng is not None and eng.default_context is not None:
         default = eng.default_context(s, model_ctx, found is not None)
         sources.append(("context", default.source))
-        return default.tokens
+        return default.tokens, False
     sources.append(("context", "the model's full context (engine default max_model_len)" if spec
                     else f"unknown model: {UNKNOWN_MODEL_CONTEXT}"))
-    return model_ctx
+    return model_ctx, False
 
 
 def _batch(ann: dict[str, str], s: Settings, main: ContainerReading, engine: str, workload: Workload,

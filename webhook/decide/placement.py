@@ -351,6 +351,37 @@ def on_gpu(req: EstimateRequest, node: NodeGPUs) -> EstimateRequest:
     return req.but(gpu_mib=float(node.vram_mib), gpu_product=node.product or None)
 
 
+# Below this a context refuses everyday prompts (and the length every engine defaulted to for years).
+SHORT_CONTEXT = 4096
+
+
+def picked_context(demand: Demand, fitting: Fitting) -> tuple[Demand, list[str]]:
+    """Where the engine picks its own context (``--max-model-len auto``): the context it will pick on the smallest
+    GPU that can hold the pod (its floor: larger GPUs give more), the demand carrying it, and what to warn about.
+
+    vLLM binary-searches the longest length whose KV cache fits the memory left after weights and activations
+    (vllm/v1/core/kv_cache_utils.py ``_auto_fit_max_model_len``), capped at the model's own: the same question
+    :func:`max_context` asks of the estimate, at its expected figure, on that GPU.
+    """
+    est = demand.estimate
+    nodes = [n for n in fitting if n.vram_mib > 0]
+    if est is None or not nodes:
+        return demand, []
+    smallest = min(nodes, key=lambda n: n.vram_mib)
+    req = on_gpu(est.request, smallest)
+    model_ctx = demand.spec.context if demand.spec else req.context
+    tokens = max_context(req.but(context=model_ctx), fitting.need.usable_on(smallest.vram_mib)) or req.context
+    where = smallest.product or smallest.name
+    said = (f"{demand.view.ref}: {demand.engine} picks its context (--max-model-len auto): about {tokens} tokens "
+            f"on {where}")
+    warnings = []
+    if tokens < model_ctx:
+        warnings.append(f"{said}, below the {model_ctx} the model supports; larger GPUs or more of them give more")
+    if tokens < SHORT_CONTEXT:
+        warnings.append(f"{said}: under {SHORT_CONTEXT} tokens, longer prompts are refused")
+    return replace(demand, picked_context=(tokens, where)), warnings
+
+
 def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: NodeGPUs) -> ClusterVerdict:
     """Admit; when only the low end of the estimate fits anywhere, say so (the band straddles the GPU)."""
     expected = need.expected

@@ -13,7 +13,7 @@ from ..models.catalog import Catalog
 from ..units.declaration import DeclarationError
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import Demand, read_demand
-from .placement import cluster_verdict
+from .placement import cluster_verdict, picked_context
 from .provisioned import provisioned_nodes
 from .rules import Narrow, cuda_visible_devices_warnings, narrow_selector, non_gpu_on_gpu_nodes
 
@@ -228,6 +228,9 @@ def _judge_view(
     if verdict.message != "fits":
         warnings.append(verdict.message)
     assert verdict.fitting is not None  # every admitting verdict carries its nodes
+    if demand.auto_context:
+        demand, said = picked_context(demand, verdict.fitting)
+        warnings.extend(said)
     narrow = narrow_selector(demand, verdict.fitting, snapshot.nodes.values())
     if narrow is not None:
         if config.admission.reroute_narrow_selectors:

@@ -57,6 +57,20 @@ class ContextDefault:
     source: str
 
 
+@dataclass(frozen=True)
+class ContextRead:
+    """A context flag's value as the engine's own parser reads it.
+
+    ``auto``: the engine picks the largest context that fits once it knows its GPU (vLLM's ``--max-model-len
+    auto``); ``tokens`` is then what the engine needs at the least to start (one KV block). ``note``: what the
+    reader should be told (a version that may not know the spelling).
+    """
+
+    tokens: int
+    auto: bool = False
+    note: str | None = None
+
+
 Plan = Callable[[EstimateRequest, ModelSpec | None], Estimate]
 IntSetting = Callable[[Settings, str], int | None]
 
@@ -88,6 +102,8 @@ class Engine:
     default_utilization: Callable[[Version | None, int], float] | None = None
     # The share set by the GPU's memory (SGLang's mem_fraction_static), judged per node.
     utilization_rule: Callable[[Version | None, int, int, int, Settings], UtilRule] | None = None
+    # Its own grammar for its context flag: (value, version) → ContextRead; raises GrammarError (the engine's rule).
+    read_context: Callable[[str, Version | None], ContextRead] | None = None
     # The context it allocates when nothing declares one: (settings, the model's context, a zero declared).
     default_context: Callable[[Settings, int, bool], ContextDefault] | None = None
     # Its parallel layout (DP, EP, DP attention) from the parallelism read; None: TP × PP only.

@@ -23,7 +23,8 @@ from ..units.precision import kv_bytes
 from . import mxfp4
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
-from .engine import Engine, IntSetting, ParallelRead
+from .engine import ContextRead, Engine, IntSetting, ParallelRead
+from .grammar import AUTO, VLLM_AUTO_SINCE, vllm_max_model_len
 from .layers import KVLayout, layout_of
 from .parallel import Layout, spanning_layouts, vllm_layout
 
@@ -704,8 +705,27 @@ def _give_gpus(command: list[str], gpus: int, nodes: int) -> list[str] | None:
     return [*out, "--pipeline-parallel-size", str(nodes)] if nodes > 1 else out
 
 
+def _read_context(text: str, version: Version | None) -> ContextRead:
+    """``--max-model-len`` as vLLM's parser reads it (engines/grammar.py: human-readable ints, ``auto``, ``-1``).
+
+    ``auto``/``-1`` make vLLM pick the largest length whose KV cache fits (vllm/v1/core/kv_cache_utils.py
+    ``_auto_fit_max_model_len``, a binary search per worker, the least of them; "Cannot auto-fit max_model_len"
+    when not even one token fits): the pod starts once weights, activations and one block of KV fit. Read with
+    the newest grammar whatever the image: a release before v0.14.0 that refuses ``auto`` fails at start, which
+    vramgate says but does not reject (the boundary is read from release notes, not proven per patch release).
+    """
+    value = vllm_max_model_len(text, None)
+    if value is not AUTO:
+        return ContextRead(value)
+    note = None
+    if version is not None and version < VLLM_AUTO_SINCE:
+        note = (f"vLLM {'.'.join(map(str, version))} predates --max-model-len {text.strip()} (added in "
+                f"v{'.'.join(map(str, VLLM_AUTO_SINCE))}, PR #29431) and may refuse it at start")
+    return ContextRead(BLOCK, auto=True, note=note)
+
+
 ENGINE = Engine(
-    name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    name=NAME, read_context=_read_context, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
     suggestions={"context": "--max-model-len {n}", "tp": "--tensor-parallel-size {n}",
                  "kv_fp8": "--kv-cache-dtype fp8", "max_seqs": "--max-num-seqs {n}",
                  "fp8": "--quantization fp8 (quantized at load)"},

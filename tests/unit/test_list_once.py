@@ -170,3 +170,27 @@ def test_kube_api_makes_404_and_403_on_optional_kinds_unavailable() -> None:
         service.list_page("Namespace", limit=1, cont=None)  # the service needs its namespaces
     with pytest.raises(Unavailable):
         cli.list_page("Namespace", limit=1, cont=None)  # the CLI: every namespace enforces
+
+
+def test_audit_reads_its_inventory_through_list_once_and_reports_the_api_servers_words(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from webhook.cli import audit
+    from webhook.kube import nodecache
+    from webhook.kube.apiserver import ApiError, RawApi
+
+    seen: list[Any] = []
+
+    def refuse(config: Config, kubeconfig: str | None = None, *, client: Any = None) -> Any:
+        seen.append(client)
+        exc = ApiException(status=403, reason="Forbidden")
+        exc.body = '{"kind": "Status", "message": "nodes is forbidden: User \\"x\\" cannot list resource \\"nodes\\""}'
+        raise exc
+
+    monkeypatch.setattr(nodecache, "live_snapshot", refuse)
+    marker = object()
+    with pytest.raises(ApiError) as got:
+        audit._live_snapshot(RawApi(marker), CFG)
+    assert seen == [marker]  # the connection (and --context) audit found, not a second one
+    assert got.value.status == 403 and got.value.message.startswith("nodes is forbidden")

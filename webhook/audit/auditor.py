@@ -94,23 +94,6 @@ def list_workloads(api: RawApi, namespace: str | None = None, *, cached: bool = 
     return out
 
 
-def list_nodes_and_pods(api: RawApi) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    nodes = _items(api.get("/api/v1/nodes"), "v1", "Node")
-    pods = _items(api.get("/api/v1/pods", query={"fieldSelector": POD_SELECTOR}), "v1", "Pod")
-    return nodes, pods
-
-
-def namespace_modes(api: RawApi, label: str = "vramgate.io/enforcement") -> dict[str, str]:
-    data = api.get("/api/v1/namespaces", query={"labelSelector": label})
-    out = {}
-    for ns in (data or {}).get("items") or []:
-        meta = ns.get("metadata") or {}
-        value = (meta.get("labels") or {}).get(label)
-        if isinstance(value, str) and isinstance(meta.get("name"), str):
-            out[meta["name"]] = value
-    return out
-
-
 def _timestamp(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,8 @@ import yaml
 
 from ..advise.explain import as_dict, explain, render
 from ..audit.audit import AuditResult, audit, counts
-from ..audit.auditor import BUILTIN, CUSTOM, POD_SELECTOR, list_nodes_and_pods, list_workloads, namespace_modes
+from ..audit.auditor import BUILTIN, CUSTOM, POD_SELECTOR, list_workloads
 from ..cluster.snapshot import Snapshot, snapshot_from_nodes
-from ..cluster.usage import used_per_node
 from ..config import Config
 from ..kinds import Runtimes
 from ..kube.apiserver import ApiError, RawApi
@@ -104,13 +102,30 @@ def _live(args: argparse.Namespace) -> tuple[RawApi, str]:
 
 
 def _live_snapshot(api: RawApi, config: Config) -> Snapshot:
-    nodes, pods = list_nodes_and_pods(api)
-    snap = snapshot_from_nodes(nodes, config, used_per_node(pods, config.labels.gpu_resource))
+    """The inventory listed once as the service lists it (kube/nodecache.py), over ``api``'s connection."""
+    from ..kube.nodecache import live_snapshot
+
     try:
-        modes = namespace_modes(api)
-    except ApiError:
-        modes = {}  # not allowed to list namespaces: every namespace enforces
-    return replace(snap, enforcement=modes)
+        return live_snapshot(config, client=api.api_client)
+    except Exception as exc:  # the official client's ApiException, or urllib3's errors: unreachable
+        status = getattr(exc, "status", None)
+        raise ApiError(status if isinstance(status, int) else 0, _client_message(exc), "GET", "inventory") from exc
+
+
+def _client_message(exc: BaseException) -> str:
+    """The API server's message in an ApiException's body, else the error's first line."""
+    body = getattr(exc, "body", None)
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("message"):
+        return str(data["message"])[:300]
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, str) and reason and getattr(exc, "status", None):
+        return reason
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 def _api_failure(exc: ApiError) -> UsageError:

@@ -45,13 +45,6 @@ def _catalog(config: Config) -> Catalog:
     return base.with_entries(config.models) if config.models else base
 
 
-def _kube_nodes(kubeconfig: str | None) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Nodes and GPUs in use per node, listed once from a cluster."""
-    from ..kube.client import list_nodes_and_usage
-
-    return list_nodes_and_usage(kubeconfig)
-
-
 def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
     if getattr(args, "nodes", None):
         nodes, dra = load_inventory(args.nodes)
@@ -60,14 +53,12 @@ def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
     default = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     if kubeconfig is None and not Path(default.split(os.pathsep)[0]).exists():
         raise UsageError("no inventory: pass --nodes FILE or --kubeconfig PATH")
-    try:
-        nodes, used = _kube_nodes(kubeconfig)
-        from ..kube.client import list_dra
+    from ..kube.nodecache import live_snapshot
 
-        dra = list_dra(kubeconfig)
+    try:  # listed once as the service lists (kube/nodecache.py): the same resource names, DRA, namespaces
+        return live_snapshot(config, kubeconfig)
     except Exception as exc:  # the client raises many types; all mean "cluster unreachable"
         raise UsageError(f"cannot list nodes: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
-    return snapshot_from_nodes(nodes, config, used, dra=dra)
 
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:

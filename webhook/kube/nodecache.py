@@ -11,6 +11,8 @@ Two layers, so the hard part can be tested without a cluster:
   watch (``allowWatchBookmarks``, resumed from the last resourceVersion after a dropped
   connection, re-listed on 410 Gone, exponential back-off with jitter on API errors) and feeds
   the state machine under a lock; after each batch of events it swaps in a new Snapshot.
+- ``list_once`` is the list alone, once, through the same pages and state machine: the CLI's live inventory
+  (``vramgate check|nodes|fit|audit|explain --kubeconfig``) is what the service would hold.
 
 resourceVersions. Kubernetes calls them opaque strings. Every API server in use (etcd3 storage)
 makes them the etcd revision, a decimal integer that grows with every write, and within one watch
@@ -64,6 +66,14 @@ ENFORCEMENT_LABEL = "vramgate.io/enforcement"
 POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 Outcome = Literal["applied", "unchanged", "stale", "gone", "error"]
+
+
+def inventory_kinds(config: Config, *, dra: bool | None = None, priorities: bool = True) -> tuple[Kind, ...]:
+    """The kinds the service's inventory lists: Nodes, Pods, Namespaces; the DRA kinds (``dra``; default: when the
+    config names a DRA driver); PriorityClasses (``priorities``)."""
+    if dra is None:
+        dra = bool(config.labels.dra_drivers)
+    return (*KINDS, *(DRA_KINDS if dra else ()), *((PRIORITY_KIND,) if priorities else ()))
 
 
 def resource_version(obj: Any) -> str | None:
@@ -606,16 +616,20 @@ class KubeApi:
     # No bytes for this long means a dead connection: bookmarks arrive about every minute.
     READ_TIMEOUT_S = 150
 
-    def __init__(self, kubeconfig: str | None = None) -> None:
-        from kubernetes import client
+    def __init__(self, kubeconfig: str | None = None, *, client: Any = None,
+                 optional: tuple[Kind, ...] = OPTIONAL_KINDS) -> None:
+        """``client``: an ApiClient to use instead of one from ``kubeconfig`` (the CLI's, with its --context).
+        ``optional``: the kinds a 403 or 404 makes Unavailable (listed as none) rather than an error."""
+        from kubernetes import client as k8s
 
         from .client import api_client
 
-        api = api_client(kubeconfig)
-        self._core = client.CoreV1Api(api)
-        self._resource = client.ResourceV1Api(api)
-        self._scheduling = client.SchedulingV1Api(api)
-        self._version = client.VersionApi(api)
+        api = client if client is not None else api_client(kubeconfig)
+        self._optional = optional
+        self._core = k8s.CoreV1Api(api)
+        self._resource = k8s.ResourceV1Api(api)
+        self._scheduling = k8s.SchedulingV1Api(api)
+        self._version = k8s.VersionApi(api)
         self._open: set[Any] = set()
         self._lock = threading.Lock()
 
@@ -637,7 +651,7 @@ class KubeApi:
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone(f"{kind}: {exc.reason}") from exc
-            if exc.status in (403, 404) and kind in OPTIONAL_KINDS:
+            if exc.status in (403, 404) and kind in self._optional:
                 # 403: installed without the read rules (an older chart); run without the kind, not unready.
                 raise Unavailable(f"{kind}: {exc.status} {exc.reason}") from exc
             raise
@@ -684,6 +698,69 @@ class KubeApi:
             with contextlib.suppress(Exception):  # best effort on the way out
                 shutdown = getattr(resp, "shutdown", None)
                 (shutdown or resp.close)()
+
+
+def list_pages(api: WatchApi, kind: Kind, page_size: int = 500, *, heard: Callable[[], None] | None = None,
+               stop: Callable[[], bool] | None = None) -> tuple[list[Any], str | None]:
+    """Every item of a paged list of ``kind`` (``continue`` tokens followed), and the list's resourceVersion.
+
+    ``heard`` is called after each page; ``stop`` ends the paging early (what was read so far is returned).
+    Raises what ``api.list_page`` raises (Gone, Unavailable, API errors).
+    """
+    items: list[Any] = []
+    cont: str | None = None
+    rv: str | None = None
+    while True:
+        page = api.list_page(kind, limit=page_size, cont=cont)
+        if heard is not None:
+            heard()
+        page_items = page.get("items")
+        items.extend(page_items if isinstance(page_items, list) else [])
+        meta = page.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        rv = meta.get("resourceVersion") or rv
+        cont = meta.get("continue") or None
+        if not cont or (stop is not None and stop()):
+            return items, rv
+
+
+def list_once(config: Config, api: WatchApi, kinds: tuple[Kind, ...] | None = None, *, page_size: int = 500,
+              gone_retries: int = 2) -> Snapshot:
+    """The inventory from one full list of each kind, as the service lists before it watches: its Snapshot.
+
+    ``kinds``: default as the service (``inventory_kinds``). A kind the API reports Unavailable (an optional
+    kind answering 403 or 404) counts as listed, with none, as the service runs without it. A list whose
+    ``continue`` token expired (Gone) is taken again from the start, up to ``gone_retries`` times.
+    """
+    kinds = inventory_kinds(config) if kinds is None else kinds
+    state = InventoryState(config, kinds)
+    for kind in kinds:
+        for attempt in range(gone_retries + 1):
+            try:
+                items, rv = list_pages(api, kind, page_size)
+            except Unavailable as exc:
+                log.info("%s not served by the API server (%s): listed without it", kind, exc)
+                items, rv = [], None
+            except Gone:
+                if attempt < gone_retries:
+                    continue
+                raise
+            break
+        state.relist(kind, items, rv)
+    return state.snapshot()
+
+
+# The CLI reads namespaces for their enforcement labels only: where it may not list them, every namespace enforces.
+CLI_OPTIONAL_KINDS: tuple[Kind, ...] = (*OPTIONAL_KINDS, "Namespace")
+
+
+def live_snapshot(config: Config, kubeconfig: str | None = None, *, client: Any = None) -> Snapshot:
+    """The live inventory for the CLI (check, nodes, fit, audit, explain): ``list_once`` over ``KubeApi``.
+
+    ``client``: an ApiClient already made (with a --context); else one from ``kubeconfig`` (else in-cluster,
+    else the default kubeconfig). Raises the client's errors.
+    """
+    return list_once(config, KubeApi(kubeconfig, client=client, optional=CLI_OPTIONAL_KINDS))
 
 
 def event_batches(chunks: Iterable[bytes]) -> Iterator[list[dict[str, Any]]]:
@@ -739,7 +816,7 @@ class KubeInventory:
             dra = api is None and bool(config.labels.dra_drivers)
         if priorities is None:
             priorities = api is None
-        self.kinds: tuple[Kind, ...] = (*KINDS, *(DRA_KINDS if dra else ()), *((PRIORITY_KIND,) if priorities else ()))
+        self.kinds = inventory_kinds(config, dra=dra, priorities=priorities)
         self._state = InventoryState(config, self.kinds)
         self._settler = settler
         self._lock = threading.Lock()
@@ -867,20 +944,7 @@ class KubeInventory:
     def _pages(self, kind: Kind) -> tuple[list[Any], str | None]:
         """Every item of a paged list, and the list's resourceVersion."""
         assert self._api is not None
-        items: list[Any] = []
-        cont: str | None = None
-        rv: str | None = None
-        while True:
-            page = self._api.list_page(kind, limit=self._page_size, cont=cont)
-            self._heard()
-            page_items = page.get("items")
-            items.extend(page_items if isinstance(page_items, list) else [])
-            meta = page.get("metadata")
-            meta = meta if isinstance(meta, dict) else {}
-            rv = meta.get("resourceVersion") or rv
-            cont = meta.get("continue") or None
-            if not cont or self._stop.is_set():
-                return items, rv
+        return list_pages(self._api, kind, self._page_size, heard=self._heard, stop=self._stop.is_set)
 
     def _watch(self, kind: Kind, backoff: Backoff) -> bool:
         """One watch from the resume point until the server ends it; whether any event arrived."""

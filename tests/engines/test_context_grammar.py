@@ -28,8 +28,9 @@ def vllm_pod(max_len: str, image: str = "vllm/vllm-openai:v0.19.0", model: str =
 
 def l4_nodes(n: int = 1) -> list[dict[str, Any]]:
     return [{"apiVersion": "v1", "kind": "Node",
-             "metadata": {"name": f"l4-{i}", "labels": {"nvidia.com/gpu.product": "NVIDIA-L4",
-                                                         "nvidia.com/gpu.memory": "23034", "nvidia.com/gpu.count": "1"}},
+             "metadata": {"name": f"l4-{i}", "labels": {
+                 "nvidia.com/gpu.product": "NVIDIA-L4",
+                 "nvidia.com/gpu.memory": "23034", "nvidia.com/gpu.count": "1"}},
              "status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}}}
             for i in range(n)]
 

@@ -613,3 +613,27 @@ def test_gpu_job_gets_pod_failure_policy(
     assert kubectl_apply(cluster, tmp_path, job2, namespace).returncode == 0
     spec2 = cluster.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/onfailure")["spec"]
     assert "podFailurePolicy" not in spec2
+
+
+def test_a_kaito_preset_pod_with_max_model_len_auto_is_admitted_and_says_its_context(
+    cluster: ControlPlane, gate: Vramgate, gpu_nodes: Callable[..., Any], namespace: str, tmp_path: Path
+) -> None:
+    """KAITO passes --max-model-len=auto to every vLLM preset pod (issue 37): vLLM picks the largest context that
+    fits. It must be admitted through the real webhooks (once it was "'auto' is not valid"), bind, and carry the
+    context vLLM will pick on an L4 in its estimate annotation."""
+    gpu_nodes("s9-l4", **L4)
+    gate.wait_inventory({"s9-l4"})
+    script = ("python3 /workspace/vllm/inference_api.py --model=Qwen/Qwen3-8B --served-model-name=qwen3-8b "
+              "--max-model-len=auto --gpu-memory-utilization=0.9")
+    obj = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "workspace-qwen3-8b-0", "labels": {"kaito.sh/workspace": "workspace-qwen3-8b"}},
+           "spec": {"containers": [{"name": "workspace-qwen3-8b",
+                                    "image": "mcr.microsoft.com/aks/kaito/kaito-base:0.0.8",
+                                    "command": ["/bin/sh", "-c", script],
+                                    "resources": {"limits": {GPU_RESOURCE: "1"}}}]}}
+    r = kubectl_apply(cluster, tmp_path, obj, namespace)
+    assert r.returncode == 0, r.stderr
+    assert "picks its context (--max-model-len auto)" in r.stderr  # kubectl prints the admission warning
+    assert cluster.wait_pod_bound("workspace-qwen3-8b-0", namespace) == "s9-l4"
+    estimate = cluster.get_pod("workspace-qwen3-8b-0", namespace)["metadata"]["annotations"][A_ESTIMATE]
+    assert re.search(r"context chosen by vllm: \d{5} tokens on NVIDIA-L4", estimate), estimate

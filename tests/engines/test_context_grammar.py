@@ -104,3 +104,25 @@ def test_a_release_before_auto_is_admitted_with_a_warning_not_rejected() -> None
     j = judge(vllm_pod("auto", image="vllm/vllm-openai:v0.10.1"), snapshot_from_nodes(l4_nodes(), CFG), CFG, CATALOG)
     assert j.allowed
     assert any("predates --max-model-len auto" in w for w in j.warnings)
+
+
+def kaito_preset_pod(max_len: str = "auto") -> dict[str, Any]:
+    """A pod shaped as KAITO's vLLM preset pods are: its server script, vLLM's arguments, ``--max-model-len=auto``."""
+    script = ("python3 /workspace/vllm/inference_api.py --model=Qwen/Qwen3-8B --served-model-name=qwen3-8b "
+              f"--max-model-len={max_len} --gpu-memory-utilization=0.9 "
+              "--kaito-config-file=/mnt/config/inference_config.yaml")
+    return {"kind": "Pod", "metadata": {"name": "workspace-qwen3-8b-0", "namespace": "default",
+                                        "labels": {"kaito.sh/workspace": "workspace-qwen3-8b"}},
+            "spec": {"containers": [{"name": "workspace-qwen3-8b",
+                                     "image": "mcr.microsoft.com/aks/kaito/kaito-base:0.0.8",
+                                     "command": ["/bin/sh", "-c", script],
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def test_a_kaito_preset_pod_is_read_as_vllm_and_auto_is_admitted_on_an_l4() -> None:
+    j = judge(kaito_preset_pod(), snapshot_from_nodes(l4_nodes(), CFG), CFG, CATALOG)
+    assert j.allowed, j.message
+    assert j.demand is not None and j.demand.engine == "vllm" and j.demand.spec is not None
+    assert j.demand.spec.name == "qwen3-8b" and j.demand.picked_context is not None
+    assert dict(j.demand.sources)["context"].startswith("arg --max-model-len auto: vllm picks the largest context")
+    assert dict(j.demand.sources)["model"].startswith("arg --model")

@@ -103,6 +103,7 @@ _MODULES = ("vllm.entrypoints", "dynamo.vllm")
 # KServe's Hugging Face runtime: `python -m huggingfaceserver --model_id … [vLLM engine args]`; it serves
 # with vLLM unless `--backend huggingface` says otherwise.
 _HF_SERVER = "huggingfaceserver"
+_KAITO_SCRIPTS = ("vllm/inference_api.py", "inference_api_vllm.py")
 
 
 def argv_words(image: str, commands: Sequence[Command]) -> tuple[list[str], str] | None:
@@ -114,6 +115,12 @@ def argv_words(image: str, commands: Sequence[Command]) -> tuple[list[str], str]
         words = list(commands[h].words)
         start = words.index("-m") + 2 if "-m" in words else 1
         return words[start:], _HF_SERVER
+    for cmd in commands:
+        # KAITO's preset pods run its vLLM server script, which takes `vllm serve`'s arguments
+        # (kaito-project/kaito PR #624: presets/.../inference_api_vllm.py, /workspace/vllm/inference_api.py).
+        words = list(cmd.words)
+        if cmd.program.startswith("python") and len(words) > 1 and words[1].endswith(_KAITO_SCRIPTS):
+            return words[2:], f"KAITO {words[1].rsplit('/', 1)[-1]}"
     i = find_command(commands, ("vllm",), _MODULES)
     if i is not None:
         words = list(commands[i].words)

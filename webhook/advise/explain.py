@@ -22,6 +22,7 @@ from ..decide.selectors import describe_constraints, selects
 from ..decide.verdict import Judgement, judge
 from ..kinds import Runtimes, as_list
 from ..models.catalog import Catalog
+from ..units.quantity import format_gib
 from .autofit import trail
 
 SELECTOR = "Selector"
@@ -131,7 +132,7 @@ def node_outcome(demand: Demand, node: NodeGPUs, free: int, gpu_resource: str, *
 
 
 def _gib(mib: float) -> str:
-    return f"{mib / 1024:.1f}".removesuffix(".0")
+    return format_gib(mib)
 
 
 def _fix(demand: Demand | None, judgement: Judgement, outcomes: list[NodeOutcome], snapshot: Snapshot) -> str:

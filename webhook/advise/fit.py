@@ -25,7 +25,7 @@ from ..models.catalog import Catalog, ModelSpec
 from ..models.vram import EstimateRequest
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import canonical
-from ..units.quantity import QuantityError, parse_positive_int
+from ..units.quantity import QuantityError, format_gib, parse_positive_int
 
 # The GPUs people rent most, as keys of webhook/data/gpu_instances.yaml (where each figure's source is).
 COMMON_GPUS: tuple[str, ...] = ("T4", "L4", "A10G", "L40S", "A100-40GB", "A100-80GB", "H100-80GB", "H200", "B200")
@@ -254,7 +254,7 @@ def plan(req: EstimateRequest, kinds: Sequence[GPUKind], utilization: float, mod
 
 
 def _gib(mib: float) -> str:
-    return f"{mib / 1024:.1f}"
+    return format_gib(mib, trim=False)
 
 
 def share_text(p: Plan) -> str:

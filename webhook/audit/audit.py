@@ -21,6 +21,7 @@ from ..decide.placement import Code, Need, NodeFit, fit, score
 from ..decide.verdict import Judgement, judge
 from ..kinds import KINDS, RUNTIME_KINDS, Runtimes
 from ..models.catalog import Catalog
+from ..units.quantity import format_gib
 
 Result = Literal["pass", "warn", "fail", "skip"]
 RESULTS: tuple[Result, ...] = ("pass", "warn", "fail", "skip")
@@ -129,7 +130,7 @@ def workloads(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _gib(mib: float) -> str:
-    return f"{mib / 1024:.1f}".removesuffix(".0")
+    return format_gib(mib)
 
 
 def need_text(gpus: int, per_gpu_mib: int | None) -> str:

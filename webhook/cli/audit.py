@@ -24,9 +24,9 @@ from ..kinds import Runtimes
 from ..kube.apiserver import ApiError, RawApi
 from ..kube.kubectl import NoCluster, add_cluster_args, from_args
 from ..kube.manifests import ManifestError, load_file, load_nodes
-from ..models.catalog import Catalog, builtin_catalog
+from .common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, UsageError, catalog_for
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_FAIL = EXIT_REJECTED  # audit: something that runs would not be admitted
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 # kubectl's names and short names → the kind (the plural and group come from the auditor's tables).
@@ -48,13 +48,6 @@ ALIASES = {
 }
 
 
-class UsageError(Exception):
-    """Bad input: exit 2 with a one-line message."""
-
-
-def _catalog(config: Config) -> Catalog:
-    base = builtin_catalog()
-    return base.with_entries(config.models) if config.models else base
 
 
 def _manifests(paths: list[str]) -> list[dict[str, Any]]:
@@ -172,7 +165,7 @@ def print_audit(results: list[AuditResult], output: str) -> None:
 
 
 def cmd_audit(args: argparse.Namespace, config: Config) -> int:
-    catalog = _catalog(config)
+    catalog = catalog_for(config)
     try:
         if _offline(args):
             objects = _manifests(args.file)
@@ -302,7 +295,7 @@ def _bound_pods(api: RawApi, namespace: str, kind: str, name: str) -> dict[str, 
 
 
 def cmd_explain(args: argparse.Namespace, config: Config) -> int:
-    catalog = _catalog(config)
+    catalog = catalog_for(config)
     try:
         kind, name = parse_target(args.target)
         if args.nodes and not args.file:

@@ -23,7 +23,6 @@ from ..models.catalog import (
     Catalog,
     ConfigImportError,
     ModelSpec,
-    builtin_catalog,
     computed_params,
     entry_from_hf_config,
 )
@@ -32,17 +31,7 @@ from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import canonical
 from ..units.quantity import QuantityError, parse_count, parse_positive_int
 from .audit import add_parsers as add_audit_parsers
-
-EXIT_OK, EXIT_REJECTED, EXIT_BAD_INPUT = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Bad input on the command line: exit 2 with a one-line message."""
-
-
-def _catalog(config: Config) -> Catalog:
-    base = builtin_catalog()
-    return base.with_entries(config.models) if config.models else base
+from .common import EXIT_BAD_INPUT, EXIT_OK, UsageError, catalog_for
 
 
 def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
@@ -65,7 +54,7 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
     from .inputs import read_documents
     from .report import run_autofit, run_check
 
-    catalog = _catalog(config)
+    catalog = catalog_for(config)
     if (args.dry_run or args.suggestion != 1) and not args.fix:
         raise UsageError("--suggestion and --dry-run go with --fix")
     if args.fix and args.output != "text":
@@ -84,7 +73,7 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
-    catalog = _catalog(config)
+    catalog = catalog_for(config)
     spec = None
     in_id: str | None = None
     if args.model:
@@ -280,9 +269,9 @@ def _models_import(path: str, name: str | None) -> int:
 
 def cmd_models(args: argparse.Namespace, config: Config) -> int:
     if args.models_command == "list":
-        return _models_list(_catalog(config), args.family, args.output)
+        return _models_list(catalog_for(config), args.family, args.output)
     if args.models_command == "show":
-        return _models_show(_catalog(config), args.name)
+        return _models_show(catalog_for(config), args.name)
     return _models_import(args.path, args.name)
 
 
@@ -291,7 +280,7 @@ def cmd_fit(args: argparse.Namespace, config: Config) -> int:
 
     try:
         req, util, name = fit.request_for(
-            _catalog(config), args.model, config, engine=args.engine, engine_version=args.engine_version,
+            catalog_for(config), args.model, config, engine=args.engine, engine_version=args.engine_version,
             precision=args.precision, context=args.context, kv_cache_dtype=args.kv_cache_dtype,
             utilization=args.gpu_memory_utilization)
     except fit.FitError as exc:

@@ -16,6 +16,7 @@ from ..engines.measured import chance_to_fit
 from ..models.vram import EstimateRequest, round_context
 from ..units.cuda import CudaVersion, format_cuda, min_driver_major
 from ..units.precision import DOWNGRADES, PRECISIONS
+from ..units.quantity import format_gib
 from .demand import Demand, UtilRule
 
 MAX_SCORE = 10
@@ -194,7 +195,7 @@ def fits_ever(need: Need, node: NodeGPUs) -> bool:
 
 
 def _gib(mib: float) -> str:
-    return f"{mib / 1024:.1f}".removesuffix(".0")
+    return format_gib(mib)
 
 
 def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack") -> int:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..units.precision import PRECISIONS, kv_bytes
+from ..units.quantity import format_gib
 from .catalog import ModelSpec
 
 MIB = 1024 * 1024
@@ -202,7 +203,7 @@ class Estimate:
         r = self.request
 
         def gib(mib: float) -> str:
-            return f"{mib / 1024:.1f} GiB"
+            return format_gib(mib, unit=True, trim=False)
 
         parts = [f"weights {gib(self.weights_mib / g)} ({_params_h(r.params)} × {r.precision})"]
         if r.workload == "training":

@@ -14,6 +14,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from ..advise.fit import SERVING_ENGINES
+from ..units.quantity import format_gib
 
 if TYPE_CHECKING:
     from .state import AppState
@@ -65,7 +66,7 @@ def _table(header: tuple[str, ...], rows: list[list[str]], numeric: frozenset[in
 
 
 def _gib(mib: float) -> str:
-    return f"{mib / 1024:.1f} GiB" if mib else "unknown"
+    return format_gib(mib, unit=True, trim=False) if mib else "unknown"
 
 
 def _health(state: str) -> str:

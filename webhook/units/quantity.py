@@ -126,3 +126,12 @@ def parse_positive_int(value: str | int) -> int:
     if number <= 0:
         raise QuantityError(f"{value!r} is not a positive integer")
     return number
+
+
+def format_gib(mib: float, *, unit: bool = False, trim: bool = True) -> str:
+    """MiB as GiB with one decimal, the way every message says it: ``22.5``, ``40`` (``trim``: no ``.0``),
+    ``22.5 GiB`` (``unit``)."""
+    text = f"{mib / 1024:.1f}"
+    if trim:
+        text = text.removesuffix(".0")
+    return f"{text} GiB" if unit else text

@@ -637,6 +637,8 @@ def _context(ann: dict[str, str], s: Settings, spec: ModelSpec | None, workload:
     """Tokens per sequence, and whether the engine picks its context itself (``--max-model-len auto``)."""
     found = _first(_annotation(ann, d.A_CONTEXT), s.get("context"))
     eng = engine_named(engine)
+    zero_is_model = eng is not None and eng.zero_context_is_model
+    zero_declared = False  # a declared 0 that means the model's own context (llama.cpp -c 0)
     if found is not None and found.source != d.A_CONTEXT and eng is not None and eng.read_context is not None:
         # The engine's own flag, read by the engine's own grammar (engines/grammar.py).
         try:
@@ -648,25 +650,29 @@ def _context(ann: dict[str, str], s: Settings, spec: ModelSpec | None, workload:
         if read.auto:
             sources.append(("context", f"{found.source} {found.value}: {engine} picks the largest context that "
                                        f"fits; priced at its least ({read.tokens} tokens)"))
-        else:
+            return read.tokens, True
+        if read.tokens > 0 and not read.default:
             sources.append(("context", found.source))
-        return read.tokens, read.auto
-    context = _parse(found, parse_positive_int, "use a whole number of tokens such as 8192")
-    zero_is_model = eng is not None and eng.zero_context_is_model
-    if context is not None and found is not None:
-        if found.source != d.A_CONTEXT and zero_is_model and context == 0:
-            context = None  # llama.cpp: -c 0 means the model's own context
-        else:
-            sources.append(("context", found.source))
-            return int(context), False
-    if found is not None and context == 0 and not zero_is_model:
-        raise DeclarationError(found.source, found.value, "use a whole number of tokens such as 8192")
+            return read.tokens, False
+        if not read.default and not zero_is_model:
+            raise DeclarationError(found.source, found.value, "use a whole number of tokens such as 8192")
+        zero_declared = not read.default
+    else:
+        context = _parse(found, parse_positive_int, "use a whole number of tokens such as 8192")
+        if context is not None and found is not None:
+            if found.source != d.A_CONTEXT and zero_is_model and context == 0:
+                zero_declared = True  # llama.cpp: -c 0 means the model's own context
+            else:
+                sources.append(("context", found.source))
+                return int(context), False
+        if found is not None and context == 0 and not zero_is_model:
+            raise DeclarationError(found.source, found.value, "use a whole number of tokens such as 8192")
     model_ctx = spec.context if spec else UNKNOWN_MODEL_CONTEXT
     if workload == "training":
         sources.append(("context", f"training default {TRAINING_CONTEXT}"))
         return min(model_ctx, TRAINING_CONTEXT), False
     if eng is not None and eng.default_context is not None:
-        default = eng.default_context(s, model_ctx, found is not None)
+        default = eng.default_context(s, model_ctx, zero_declared)
         sources.append(("context", default.source))
         return default.tokens, False
     sources.append(("context", "the model's full context (engine default max_model_len)" if spec

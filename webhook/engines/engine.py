@@ -62,13 +62,15 @@ class ContextRead:
     """A context flag's value as the engine's own parser reads it.
 
     ``auto``: the engine picks the largest context that fits once it knows its GPU (vLLM's ``--max-model-len
-    auto``); ``tokens`` is then what the engine needs at the least to start (one KV block). ``note``: what the
-    reader should be told (a version that may not know the spelling).
+    auto``); ``tokens`` is then what the engine needs at the least to start (one KV block). ``tokens`` 0: the
+    model's own context where the engine says so (llama.cpp ``-c 0``). ``note``: what the reader should be told
+    (a version that may not know the spelling, a value the engine ignores).
     """
 
     tokens: int
     auto: bool = False
     note: str | None = None
+    default: bool = False  # the engine ignores the value and uses its default (Ollama, on a value it cannot read)
 
 
 Plan = Callable[[EstimateRequest, ModelSpec | None], Estimate]

@@ -12,9 +12,10 @@ from typing import Any
 
 from ..models.catalog import ModelSpec
 from ..models.vram import Estimate, EstimateRequest, shape_of
-from .base import Setting, Settings, find_command, read_settings
+from .base import Setting, Settings, Version, find_command, read_settings
 from .cmdline import Command, OptionTable, parse_argv
-from .engine import ContextDefault, Engine, IntSetting
+from .engine import ContextDefault, ContextRead, Engine, IntSetting
+from .grammar import MODEL, llamacpp_ctx_size
 from .serving import Costs
 from .serving import plan as serving_plan
 
@@ -177,7 +178,20 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
     return changes
 
 
+def _read_context(text: str, version: Version | None) -> ContextRead:
+    """``-c``/``--ctx-size`` as llama.cpp reads it: ``std::stoi`` (a trailing ``k`` is ignored: ``8k`` is 8
+    tokens), 0 the model's own context (common/arg.cpp)."""
+    n = llamacpp_ctx_size(text)
+    if n is MODEL:
+        return ContextRead(0)
+    note = None
+    if not text.strip().lstrip("+-").isdigit():
+        note = f"llama.cpp reads it as {n} tokens (std::stoi stops at the first non-digit)"
+    return ContextRead(n, note=note)
+
+
 ENGINE = Engine(
+    read_context=_read_context,
     name=NAME, read=read, plan=plan, settings=SETTINGS, aliases=("llamacpp", "llama-cpp"),
     suggestions={"context": "-c {n}", "kv_fp8": "-ctk q8_0 -ctv q8_0 -fa"},
     zero_context_is_model=True, default_utilization=lambda version, tp: 1.0,

@@ -16,7 +16,8 @@ from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weig
 from ..units.precision import kv_bytes
 from .base import Setting, Settings, Version, read_settings, version_of
 from .cmdline import Command
-from .engine import ContextDefault, Engine, IntSetting
+from .engine import ContextDefault, ContextRead, Engine, IntSetting
+from .grammar import ollama_env_uint
 from .layers import layout_of
 
 NAME = "ollama"
@@ -281,7 +282,19 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
     return {"slots": int_setting(s, "parallel") or default_parallel(req.engine_version)}
 
 
+def _read_context(text: str, version: Version | None) -> ContextRead:
+    """``OLLAMA_CONTEXT_LENGTH`` as envconfig.Uint reads it: a value ``strconv.ParseUint`` refuses is ignored with
+    a warning and the default is used (Ollama never refuses to start over it)."""
+    read = ollama_env_uint("OLLAMA_CONTEXT_LENGTH", text, version)
+    if read.fell_back:
+        return ContextRead(0, default=True, note="Ollama cannot read it (strconv.ParseUint) and uses its default")
+    if not isinstance(read.value, int) or read.value == 0:
+        return ContextRead(0, default=True)
+    return ContextRead(read.value)
+
+
 ENGINE = Engine(
+    read_context=_read_context,
     name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
     suggestions={"context": "OLLAMA_CONTEXT_LENGTH={n}", "kv_fp8": "OLLAMA_KV_CACHE_TYPE=q8_0"},
     default_utilization=lambda version, tp: 1.0, default_context=_default_context,

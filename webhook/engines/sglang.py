@@ -18,7 +18,8 @@ from ..models.catalog import ModelSpec
 from ..models.vram import Estimate, EstimateRequest
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
-from .engine import Engine, IntSetting, ParallelRead
+from .engine import ContextRead, Engine, IntSetting, ParallelRead
+from .grammar import GrammarError, sglang_positive_int
 from .parallel import Layout, sglang_layout, spanning_layouts
 from .serving import Costs
 from .serving import plan as serving_plan
@@ -259,7 +260,23 @@ def _rule(version: Version | None, tp: int, pp: int, dp: int, s: Settings) -> St
     return StaticFraction(version or NEWEST, tp, pp, dp, s.flag("dp_attention"), s.value("speculative"))
 
 
+def _read_context(text: str, version: Version | None) -> ContextRead:
+    """``--context-length`` as SGLang's argparse reads it: ``type=int`` in the releases read (server_args.py
+    add_cli_args); its newest main reads a human-readable integer (``32k``) instead — admitted with a note, not
+    refused, since which release took it is not pinned (docs/engine-grammar.md)."""
+    try:
+        return ContextRead(sglang_positive_int(text))
+    except GrammarError as refused:
+        try:
+            n = sglang_positive_int(text, human_readable=True)
+        except GrammarError:
+            raise refused from None
+    return ContextRead(n, note=f"SGLang releases that declare --context-length type=int refuse {text.strip()!r}; "
+                               f"its newest main reads it as {n} tokens (human_readable_int)")
+
+
 ENGINE = Engine(
+    read_context=_read_context,
     name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
     suggestions={"context": "--context-length {n}", "tp": "--tp {n}", "kv_fp8": "--kv-cache-dtype fp8_e5m2",
                  "fp8": "--quantization fp8"},

@@ -18,7 +18,8 @@ from ..models.catalog import ModelSpec
 from ..models.vram import Estimate, EstimateRequest
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
-from .engine import ContextDefault, Engine, IntSetting
+from .engine import ContextDefault, ContextRead, Engine, IntSetting
+from .grammar import tgi_tokens
 from .serving import Costs
 from .serving import plan as serving_plan
 
@@ -255,7 +256,13 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
     return changes
 
 
+def _read_context(text: str, version: Version | None) -> ContextRead:
+    """``--max-total-tokens`` (``MAX_TOTAL_TOKENS``) as clap reads it: a Rust ``usize`` (launcher/src/main.rs)."""
+    return ContextRead(tgi_tokens(text))
+
+
 ENGINE = Engine(
+    read_context=_read_context,
     name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
     aliases=("text-generation-inference", "huggingface-tgi"),
     suggestions={"context": "--max-total-tokens {n} (MAX_TOTAL_TOKENS)", "tp": "--num-shard {n} (NUM_SHARD)",

@@ -445,8 +445,9 @@ def _weights_band(req: EstimateRequest, spec: ModelSpec | None, version: Version
 
     vllm/config/cache.py (vllm/engine/arg_utils.py before 0.10) ``cpu_offload_gb``: "The space in GiB to offload
     to CPU, per GPU"; each rank's own loader offloads its own parameters until that budget is spent
-    (model_executor/models/utils.py ``maybe_offload_to_cpu``, model_executor/offloader OffloaderV1 since), so the figure comes off each GPU's own share:
-    the heaviest pipeline stage's GPU loses N GiB, not the N × GPUs spread over the stages.
+    (model_executor/models/utils.py ``maybe_offload_to_cpu``, later model_executor/offloader ``OffloaderV1``), so
+    the figure comes off each GPU's own share: the heaviest pipeline stage's GPU loses N GiB, not N × GPUs spread
+    over the stages.
 
     One figure for most checkpoints; MXFP4 MoE experts depend on the backend the GPU and release pick
     (engines/mxfp4.py).

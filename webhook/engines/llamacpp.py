@@ -14,6 +14,7 @@ from typing import Any
 
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, shape_of, weights_bytes
+from ..units.precision import PRECISIONS
 from .base import Found, Setting, Settings, find_command, read_settings
 from .cmdline import Command, OptionTable, parse_argv
 from .engine import ContextDefault, Engine, IntSetting
@@ -199,9 +200,9 @@ def gguf_tensors(spec: ModelSpec) -> list[tuple[str, int | None, float]]:
         rope = spec.qk_rope_head_dim or 0
         v = spec.v_head_dim or spec.head_dim
         qk = spec.heads * (nope + rope)
-        q = [("attn_q_a", h * spec.q_lora_rank), ("attn_q_b", spec.q_lora_rank * qk)] if spec.q_lora_rank \
+        queries = [("attn_q_a", h * spec.q_lora_rank), ("attn_q_b", spec.q_lora_rank * qk)] if spec.q_lora_rank \
             else [("attn_q", h * qk)]
-        attention = [*q, ("attn_kv_a_mqa", h * (spec.kv_lora_rank + rope)),
+        attention: list[tuple[str, int]] = [*queries, ("attn_kv_a_mqa", h * (spec.kv_lora_rank + rope)),
                      ("attn_kv_b", spec.kv_lora_rank * spec.heads * (nope + v)), ("attn_output", spec.heads * v * h)]
     else:
         q = h * spec.heads * spec.head_dim
@@ -268,9 +269,9 @@ def host_share(spec: ModelSpec, overrides: Sequence[tuple[str, str]], gpu_layers
     output with more than the block count; the rest is on the CPU already, and priced so by ``gpu_share``).
     """
     compiled: list[tuple[re.Pattern[str], bool]] = []
-    for pattern, buft in overrides:
+    for text, buft in overrides:
         try:
-            compiled.append((re.compile(pattern), host_buffer(buft)))
+            compiled.append((re.compile(text), host_buffer(buft)))
         except re.error:
             continue  # std::regex would throw at start-up; nothing moves
     if not any(host for _, host in compiled):
@@ -292,19 +293,24 @@ def host_share(spec: ModelSpec, overrides: Sequence[tuple[str, str]], gpu_layers
 
 
 def host_weights_bytes(req: EstimateRequest, spec: ModelSpec | None, s: Settings) -> float:
-    """Bytes of the GGUF's weights that ``-ot``/``--cpu-moe``/``--n-cpu-moe`` keep in host memory.
+    """Bytes of the model's weights that ``-ot``/``--cpu-moe``/``--n-cpu-moe`` keep in host memory.
 
-    The tensors' share of the parameters times the file's weights at the request's precision (the GGUF's average
-    bits per weight: the routed experts of a K-quant carry the file's mix of Q4_K and Q6_K rows).
+    The moved tensors' share of the parameters at the bytes per parameter the routed experts have, as
+    ``weights_per_gpu`` prices them: a GGUF K-quant's average bits per weight (its experts carry the file's mix of
+    Q4_K and Q6_K rows), else the precision's own bits (an MXFP4 checkpoint's experts at 4.25 bits while its
+    attention stays 16-bit: the file's average would move too much off the GPU).
     """
-    if spec is None:
+    if spec is None or not req.params:
         return 0.0
     overrides = host_overrides(s)
     if not overrides:
         return 0.0
     layers = s.number("gpu_layers")
     share = host_share(spec, overrides, int(layers) if layers is not None else None)
-    return share * weights_bytes(req.params, req.precision, shape_of(spec, req.params), spec)
+    total = weights_bytes(req.params, req.precision, shape_of(spec, req.params), spec)
+    p = PRECISIONS[req.precision]
+    per_param = total / req.params if p.gguf else p.bits / 8
+    return min(total, share * req.params * per_param)
 
 
 def _default_context(s: Settings, model_context: int, zero_declared: bool) -> ContextDefault:

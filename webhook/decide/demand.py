@@ -108,6 +108,11 @@ class Demand:
     def weights_mib(self) -> float | None:
         return self.estimate.weights_mib if self.estimate else None
 
+    @property
+    def host_weights_mib(self) -> float:
+        """Weights the engine keeps in host memory instead of on the GPUs (MiB, whole instance): 0 when none."""
+        return self.estimate.host_weights_mib if self.estimate else 0.0
+
     def summary(self) -> str:
         """One human line for the ``vramgate.io/estimate`` annotation and messages."""
         if self.explicit_vram_mib is not None:

@@ -284,7 +284,8 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config,
     spec["tolerations"] = tolerations
 
     # GPU containers: CUDA env and a host-memory limit floor.
-    weights = demand.weights_mib
+    # The floor counts the weights the engine keeps in host memory (llama.cpp -ot/--cpu-moe, --cpu-offload-gb) too.
+    weights = demand.weights_mib + demand.host_weights_mib if demand.weights_mib is not None else None
     for key in ("containers", "initContainers"):
         for c in as_list(spec.get(key)):
             if not isinstance(c, dict):

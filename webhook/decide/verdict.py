@@ -7,6 +7,7 @@ from typing import Any
 
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, matching, pod_claims
 from ..cluster.snapshot import Snapshot
+from ..cluster.usage import container_gpus
 from ..config import Config, Enforcement
 from ..kinds import POD_KINDS, Context, PodView, Role, RoleSet, Runtimes, WorkloadError, is_builtin, pod_view, roles
 from ..models.catalog import Catalog
@@ -59,13 +60,21 @@ class RoleJudgement:
 
 
 def host_memory_warnings(demand: Demand, config: Config) -> list[str]:
-    """Warn when a GPU container's memory limit is below what staging the weights in host RAM needs."""
+    """Warn when a GPU container's memory limit is below what its weights need in host RAM.
+
+    Two needs: staging the weights while they load (``host_memory_factor`` × the weights, per GPU), and the weights
+    the engine keeps in host memory for good (``Estimate.host_weights_mib``: llama.cpp ``-ot``/``--cpu-moe``,
+    ``--cpu-offload-gb``), each container its GPUs' share of them. A limit below the kept weights is its own
+    warning: the engine is OOM-killed once they are read, or pages them back from disk on every token.
+    """
     weights = demand.weights_mib
     if weights is None:
         return []
-    floor = weights * 1024 * 1024 * config.admission.host_memory_factor / demand.gpus
+    kept = demand.host_weights_mib * 1024 * 1024
+    floor = (weights * 1024 * 1024 + kept) * config.admission.host_memory_factor / demand.gpus
     out = []
     names = set(demand.gpu_containers)
+    resource = config.labels.gpu_resource
     for c in demand.view.containers():
         if str(c.get("name", "")) not in names:
             continue
@@ -77,7 +86,12 @@ def host_memory_warnings(demand: Demand, config: Config) -> list[str]:
             limit = parse_size_bytes(str(raw))
         except QuantityError:
             continue
-        if limit < floor:
+        share = kept * (container_gpus(c, resource) or demand.gpus) / demand.gpus
+        if kept and limit < share:
+            out.append(f"container {c.get('name')}: memory limit {raw} < {share / GIB:.1f} GiB of weights the "
+                       "engine keeps in host memory instead of on the GPU; it will be OOM-killed or page them "
+                       "from disk on every token. Try: raise resources.limits.memory")
+        elif limit < floor:
             out.append(f"container {c.get('name')}: memory limit {raw} < {floor / GIB:.1f} GiB "
                        f"({config.admission.host_memory_factor:g}× weights); loading may be OOM-killed")
     return out

@@ -7,15 +7,18 @@ KV) live on the GPU; a CUDA allocation that fails at start-up ends the process.
 
 from __future__ import annotations
 
+import contextlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..models.catalog import ModelSpec
-from ..models.vram import Estimate, EstimateRequest, shape_of
-from .base import Setting, Settings, Version, find_command, read_settings
+from ..models.vram import MIB, Estimate, EstimateRequest, shape_of, weights_bytes
+from ..units.precision import PRECISIONS
+from .base import Found, Setting, Settings, Version, find_command, read_settings
 from .cmdline import Command, OptionTable, parse_argv
 from .engine import ContextDefault, ContextRead, Engine, IntSetting
-from .grammar import MODEL, llamacpp_ctx_size
+from .grammar import MODEL, GrammarError, llamacpp_ctx_size, llamacpp_n_cpu_moe, llamacpp_override_tensor
 from .serving import Costs
 from .serving import plan as serving_plan
 
@@ -28,17 +31,18 @@ _VALUES = (
     "--model", "--hf-repo", "--hf-file", "--ctx-size", "--n-gpu-layers", "--parallel", "--cache-type-k",
     "--cache-type-v", "--batch-size", "--ubatch-size", "--host", "--port", "--threads", "--alias", "--tensor-split",
     "--split-mode", "--main-gpu", "--flash-attn", "--n-predict", "--rope-scaling", "--chat-template", "--api-key",
-    "--model-url", "--lora", "--override-tensor", "--jinja",
+    "--model-url", "--lora", "--override-tensor", "--jinja", "--n-cpu-moe",
 )
 _FLAGS = ("--mlock", "--no-mmap", "--cont-batching", "--embedding", "--embeddings", "--metrics", "--kv-unified",
-          "--no-kv-offload", "--jinja", "--verbose")
+          "--no-kv-offload", "--jinja", "--verbose", "--cpu-moe")
 OPTIONS = OptionTable(
     names=frozenset(_VALUES + _FLAGS),
     aliases={"-m": "--model", "-hf": "--hf-repo", "-hfr": "--hf-repo", "-hff": "--hf-file", "-c": "--ctx-size",
              "-ngl": "--n-gpu-layers", "--gpu-layers": "--n-gpu-layers", "-np": "--parallel",
              "-ctk": "--cache-type-k", "-ctv": "--cache-type-v", "-b": "--batch-size", "-ub": "--ubatch-size",
              "-t": "--threads", "-a": "--alias", "-ts": "--tensor-split", "-sm": "--split-mode", "-fa": "--flash-attn",
-             "-mu": "--model-url", "-ot": "--override-tensor", "-kvu": "--kv-unified", "-nkvo": "--no-kv-offload"},
+             "-mu": "--model-url", "-ot": "--override-tensor", "-kvu": "--kv-unified", "-nkvo": "--no-kv-offload",
+             "-cmoe": "--cpu-moe", "-ncmoe": "--n-cpu-moe"},
     flags=frozenset(_FLAGS), abbreviations=False, underscores=False,
 )
 SETTINGS: Mapping[str, Setting] = {
@@ -49,6 +53,10 @@ SETTINGS: Mapping[str, Setting] = {
     "kv_dtype": Setting(("--cache-type-k",), ("LLAMA_ARG_CACHE_TYPE_K",)),
     "batched_tokens": Setting(("--ubatch-size",), ("LLAMA_ARG_UBATCH",)),
     "flash_attention": Setting(("--flash-attn",), ("LLAMA_ARG_FLASH_ATTN",)),
+    # Weights kept in host memory (common/arg.cpp: -ot/--override-tensor, -cmoe/--cpu-moe, -ncmoe/--n-cpu-moe).
+    "override_tensor": Setting(("--override-tensor",), ("LLAMA_ARG_OVERRIDE_TENSOR",)),
+    "cpu_moe": Setting(("--cpu-moe",), ("LLAMA_ARG_CPU_MOE",)),
+    "n_cpu_moe": Setting(("--n-cpu-moe",), ("LLAMA_ARG_N_CPU_MOE",)),
 }
 # common/common.h n_ubatch: the tokens of the worst-case graph llama.cpp reserves its compute buffer for.
 UBATCH = 512
@@ -67,8 +75,14 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
     else:
         return None
     settings = Settings(NAME, None, "image")
-    read_settings(settings, SETTINGS, parse_argv(words, OPTIONS), env)
-    hf_file = parse_argv(words, OPTIONS).get("--hf-file")
+    argv = parse_argv(words, OPTIONS)
+    read_settings(settings, SETTINGS, argv, env)
+    overrides = [v for v in argv.options.get("--override-tensor", []) if v.strip()]
+    if len(overrides) > 1:
+        # Each -ot appends its items to the same list (common/arg.cpp: parse_tensor_buffer_overrides).
+        spelled = argv.spelled.get("--override-tensor", "--override-tensor")
+        settings.values["override_tensor"] = Found(",".join(overrides), f"arg {spelled} (every one)")
+    hf_file = argv.get("--hf-file")
     if hf_file and "model" in settings.values and "gguf" not in settings.values["model"].value.lower():
         settings.values["model"] = type(settings.values["model"])(
             f"{settings.values['model'].value}/{hf_file}", settings.values["model"].source + " + --hf-file")
@@ -151,12 +165,152 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     notes = [f"llama.cpp: {req.context * max(req.slots, 1)} tokens of KV shared by all slots; {share:.0%} of the "
              f"layers on the GPU; compute buffer {compute / 2**20:.0f} MiB"
              + ("" if req.flash_attention else " (without flash attention: n_ctx × n_ubatch × n_head f32 scores)")]
+    if req.host_weights_mib:
+        notes.append(f"llama.cpp: {req.host_weights_mib / 1024:.1f} GiB of weights kept in host memory "
+                     "(-ot/--cpu-moe/--n-cpu-moe), not on the GPU")
     # With -ngl unset older releases keep every layer on the CPU: the low end cannot assume offload.
     low_share = 0.0 if req.gpu_layers is None else share
     return serving_plan(req, spec, Costs("llama.cpp", activation_bytes_per_token_hidden=0.0, fixed_mib=512.0,
                                          gpu_share=share, low_gpu_share=low_share, high_extra_mib=512.0,
                                          low_factor=0.5, compute_bytes=compute, low_compute_bytes=low_compute),
                         0, notes)
+
+
+# common/common.h LLM_FFN_EXPS_REGEX: the routed experts' tensors (llama_ffn_exps_cpu_override is this regex on the
+# CPU buffer type: --cpu-moe; llm_ffn_exps_block_regex(i) prefixes ``blk\\.i``: --n-cpu-moe N pushes i < N).
+FFN_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+
+
+def gguf_tensors(spec: ModelSpec) -> list[tuple[str, int | None, float]]:
+    """The GGUF tensors of a catalog model as llama.cpp names them (src/llama-arch.cpp): (name, block, parameters).
+
+    ``token_embd``, ``output_norm``, ``output`` (absent when tied), and per block ``blk.N.``: ``attn_norm``,
+    ``attn_q``/``attn_k``/``attn_v``/``attn_output`` (MLA: ``attn_q_a``, ``attn_q_b``, ``attn_kv_a_mqa``,
+    ``attn_kv_b``), ``ffn_norm``, then the dense ``ffn_gate``/``ffn_up``/``ffn_down`` (leading dense blocks), or
+    the MoE block's router ``ffn_gate_inp``, routed experts ``ffn_gate_exps``/``ffn_up_exps``/``ffn_down_exps`` and
+    shared experts ``ffn_*_shexp``. Sizes come from the config fields the catalog's parameter check uses.
+    """
+    h = spec.hidden_size
+    out: list[tuple[str, int | None, float]] = [("token_embd.weight", None, float(spec.vocab_size * h)),
+                                                ("output_norm.weight", None, float(h))]
+    if not spec.tie_embeddings:
+        out.append(("output.weight", None, float(spec.vocab_size * h)))
+    if spec.kv_lora_rank:
+        nope = spec.qk_nope_head_dim or spec.head_dim
+        rope = spec.qk_rope_head_dim or 0
+        v = spec.v_head_dim or spec.head_dim
+        qk = spec.heads * (nope + rope)
+        queries = [("attn_q_a", h * spec.q_lora_rank), ("attn_q_b", spec.q_lora_rank * qk)] if spec.q_lora_rank \
+            else [("attn_q", h * qk)]
+        attention: list[tuple[str, int]] = [*queries, ("attn_kv_a_mqa", h * (spec.kv_lora_rank + rope)),
+                     ("attn_kv_b", spec.kv_lora_rank * spec.heads * (nope + v)), ("attn_output", spec.heads * v * h)]
+    else:
+        q = h * spec.heads * spec.head_dim
+        kv = h * spec.kv_heads * spec.head_dim
+        attention = [("attn_q", q), ("attn_k", kv), ("attn_v", kv), ("attn_output", q)]
+    # Hybrids keep attention in ``cache_layers`` of their blocks only: spread over all blocks.
+    attention_share = spec.cache_layers / max(spec.layers, 1)
+    mats = ("gate", "up", "down") if spec.mlp == "gated" else ("up", "down")
+    moe_blocks = (spec.moe_layers if spec.moe_layers is not None else spec.layers - (spec.first_dense_layers or 0)) \
+        if spec.experts else 0
+    first_moe = spec.layers - moe_blocks
+    expert_size = spec.moe_intermediate_size or spec.intermediate_size or 0
+    shared_size = spec.shared_expert_intermediate_size or expert_size
+    for i in range(spec.layers):
+        block = [("attn_norm", h), *((name, n * attention_share) for name, n in attention), ("ffn_norm", h)]
+        if i < first_moe:
+            block += [(f"ffn_{m}", h * (spec.intermediate_size or 0)) for m in mats]
+        else:
+            block.append(("ffn_gate_inp", h * (spec.experts or 0)))
+            block += [(f"ffn_{m}_exps", (spec.experts or 0) * h * expert_size) for m in mats]
+            if spec.shared_experts:
+                block += [(f"ffn_{m}_shexp", spec.shared_experts * h * shared_size) for m in mats]
+        out += [(f"blk.{i}.{name}.weight", i, float(n)) for name, n in block]
+    return out
+
+
+def host_buffer(buft: str) -> bool:
+    """Whether a buffer type keeps its tensors in host memory: ``CPU`` (and its ``CPU_*`` repacked/mapped kinds), and
+    a backend's pinned ``*_Host`` (``CUDA_Host``); ``CUDA0``, ``Vulkan1`` … are devices."""
+    word = buft.strip().upper()
+    return word.startswith("CPU") or word.endswith("_HOST")
+
+
+def host_overrides(s: Settings) -> list[tuple[str, str]]:
+    """The tensor buffer-type overrides the settings add, in llama.cpp's order of precedence (the first match wins).
+
+    common/arg.cpp: ``-ot/--override-tensor <tensor name pattern>=<buffer type>,...`` appends each item to
+    ``tensor_buft_overrides``; ``-cmoe/--cpu-moe`` appends ``llm_ffn_exps_cpu_override()``; ``-ncmoe/--n-cpu-moe N``
+    appends ``llm_ffn_exps_block_regex(i)`` on the CPU buffer type for i < N. The loader (src/llama-model.cpp,
+    ``create_tensor``) gives a tensor the buffer type of the first pattern ``std::regex_search`` finds in its name.
+    The flags' relative order is not kept here: ``-ot`` items come first (they are usually written so, and upstream
+    says "if you use --override-tensor before these options, your overrides will take priority").
+    Unreadable values are left out: llama.cpp refuses to start on them, and leaving them out prices the GPU.
+    """
+    out: list[tuple[str, str]] = []
+    if (text := s.value("override_tensor")) is not None:
+        with contextlib.suppress(GrammarError):
+            out += llamacpp_override_tensor(text)
+    if s.flag("cpu_moe"):
+        out.append((FFN_EXPS_REGEX, "CPU"))
+    if (n := s.value("n_cpu_moe")) is not None:
+        try:
+            blocks = llamacpp_n_cpu_moe(n)
+        except GrammarError:
+            blocks = 0
+        out += [(rf"blk\.{i}{FFN_EXPS_REGEX}", "CPU") for i in range(blocks)]
+    return out
+
+
+def host_share(spec: ModelSpec, overrides: Sequence[tuple[str, str]], gpu_layers: int | None) -> float:
+    """The share of the model's weights the overrides keep in host memory that would otherwise be on a GPU.
+
+    Only the blocks ``-ngl`` puts on the GPU count (llama.cpp offloads the last ``n_gpu_layers`` blocks, and the
+    output with more than the block count; the rest is on the CPU already, and priced so by ``gpu_share``).
+    """
+    compiled: list[tuple[re.Pattern[str], bool]] = []
+    for text, buft in overrides:
+        try:
+            compiled.append((re.compile(text), host_buffer(buft)))
+        except re.error:
+            continue  # std::regex would throw at start-up; nothing moves
+    if not any(host for _, host in compiled):
+        return 0.0
+    tensors = gguf_tensors(spec)
+    whole = sum(n for _, _, n in tensors)
+    on_gpu_from = 0 if gpu_layers is None or gpu_layers < 0 else max(0, spec.layers - gpu_layers)
+    moved = 0.0
+    for name, block, n in tensors:
+        if block is not None and block < on_gpu_from:
+            continue
+        if block is None and on_gpu_from > 0:
+            continue
+        for pattern, host in compiled:
+            if pattern.search(name):
+                moved += n if host else 0.0
+                break
+    return moved / whole if whole else 0.0
+
+
+def host_weights_bytes(req: EstimateRequest, spec: ModelSpec | None, s: Settings) -> float:
+    """Bytes of the model's weights that ``-ot``/``--cpu-moe``/``--n-cpu-moe`` keep in host memory.
+
+    The moved tensors' share of the parameters at the bytes per parameter the routed experts have, as
+    ``weights_per_gpu`` prices them: a GGUF K-quant's average bits per weight (its experts carry the file's mix of
+    Q4_K and Q6_K rows), else the precision's own bits (an MXFP4 checkpoint's experts at 4.25 bits while its
+    attention stays 16-bit: the file's average would move too much off the GPU).
+    """
+    if spec is None or not req.params:
+        return 0.0
+    overrides = host_overrides(s)
+    if not overrides:
+        return 0.0
+    layers = s.number("gpu_layers")
+    share = host_share(spec, overrides, int(layers) if layers is not None else None)
+    total = weights_bytes(req.params, req.precision, shape_of(spec, req.params), spec)
+    p = PRECISIONS[req.precision]
+    per_param = total / req.params if p.gguf else p.bits / 8
+    return min(total, share * req.params * per_param)
 
 
 def _default_context(s: Settings, model_context: int, zero_declared: bool) -> ContextDefault:
@@ -175,6 +329,8 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
         changes["slots"] = slots
     if s.get("flash_attention") is not None:
         changes["flash_attention"] = flash_attention(s.value("flash_attention"))
+    if (host := host_weights_bytes(req, req.spec, s)) > 0:
+        changes["host_weights_mib"] = host / MIB
     return changes
 
 

@@ -32,6 +32,13 @@ def plan(req: EstimateRequest, spec: ModelSpec | None, costs: Costs, tokens: int
     g = max(req.gpus, 1)
     shape = shape_of(spec, req.params)
     weights = weights_bytes(req.params, req.precision, shape, spec) * costs.gpu_share
+    # Weights kept in host memory: what the engine's flags move off the GPUs (llama.cpp -ot/--cpu-moe, for the
+    # whole instance) and ``--cpu-offload-gb`` (SGLang: per GPU, each rank's own offloader budget).
+    moved = min(weights, req.host_weights_mib * MIB)
+    weights -= moved
+    per_gpu_offload = min(weights / g, req.cpu_offload_gib * 1024**3)
+    weights -= per_gpu_offload * g
+    host = moved + per_gpu_offload * g
     layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, kv_bytes(req.precision, req.kv_cache_dtype))
     kv = layout.bytes_for(req.context, compact=costs.compact_windows) * req.slots * req.batch * costs.gpu_share
     kv_shards = 1 if shape.mla else max(1, min(g, shape.kv_heads))
@@ -51,4 +58,4 @@ def plan(req: EstimateRequest, spec: ModelSpec | None, costs: Costs, tokens: int
         high *= 1.25
     return priced(req, weights=w_gpu, kv=kv_per_gpu, overhead=fixed, activations=act, mid=mid, low=low,
                   high=high, kv_bytes_per_token=layout.bytes_per_token(), shape_known=shape.known,
-                  engine=costs.engine, notes=notes)
+                  engine=costs.engine, notes=notes, host_weights=host)

@@ -39,6 +39,7 @@ _VALUES = (
     "--deepep-mode", "--moe-dense-tp-size", "--moe-dp-size", "--ep-num-redundant-experts", "--dcp-size",
     "--disaggregation-mode", "--disaggregation-ib-device", "--disaggregation-transfer-backend", "--page-size",
     "--cuda-graph-bs", "--moe-runner-backend", "--init-expert-location", "--decode-log-interval",
+    "--cpu-offload-gb",
 )
 _FLAGS = ("--enable-dp-attention", "--disable-cuda-graph", "--enable-torch-compile", "--disable-radix-cache",
           "--trust-remote-code", "--enable-metrics", "--enable-ep-moe", "--enable-mixed-chunk", "--skip-server-warmup",
@@ -71,6 +72,9 @@ SETTINGS: Mapping[str, Setting] = {
     "max_seqs": Setting(("--max-running-requests",)),
     "batched_tokens": Setting(("--chunked-prefill-size",)),
     "enforce_eager": Setting(("--disable-cuda-graph",)),
+    # server_args.py ``cpu_offload_gb`` ("How many GBs of RAM to reserve for CPU offloading"): each rank's
+    # OffloaderV1 (srt/utils/offloader.py) gets ``cpu_offload_gb * 1024**3`` bytes, so a per-GPU GiB figure.
+    "cpu_offload_gb": Setting(("--cpu-offload-gb",)),
 }
 
 

@@ -444,11 +444,17 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
                   activations=act, mid=mid, low=low, high=high, kv_bytes_per_token=layout.bytes_per_token(),
                   shape_known=shape.known,
                   engine=f"vllm {'.'.join(map(str, req.engine_version)) if req.engine_version else 'newest'}",
-                  notes=notes)
+                  notes=notes, host_weights=_offloaded(req, spec, v, weights_per_gpu))
 
 
 def _weights_band(req: EstimateRequest, spec: ModelSpec | None, version: Version) -> tuple[float, float, float]:
     """Weight bytes per GPU after loading: (low, expected, high), less ``--cpu-offload-gb`` (a per-GPU figure).
+
+    vllm/config/cache.py (vllm/engine/arg_utils.py before 0.10) ``cpu_offload_gb``: "The space in GiB to offload
+    to CPU, per GPU"; each rank's own loader offloads its own parameters until that budget is spent
+    (model_executor/models/utils.py ``maybe_offload_to_cpu``, later model_executor/offloader ``OffloaderV1``), so
+    the figure comes off each GPU's own share: the heaviest pipeline stage's GPU loses N GiB, not N × GPUs spread
+    over the stages.
 
     One figure for most checkpoints; MXFP4 MoE experts depend on the backend the GPU and release pick
     (engines/mxfp4.py).
@@ -457,10 +463,17 @@ def _weights_band(req: EstimateRequest, spec: ModelSpec | None, version: Version
     if mxfp4.applies(req, spec) and spec is not None:
         lo, mid, hi = mxfp4.band(req, spec, version)
         return max(0.0, lo - offload), max(0.0, mid - offload), max(0.0, hi - offload)
-    g = max(req.gpus, 1)
-    total = max(0.0, weights_bytes(req.params, req.precision, shape_of(spec, req.params), spec) - offload * g)
-    per_gpu = weights_per_gpu_of(req, total, spec)
+    total = weights_bytes(req.params, req.precision, shape_of(spec, req.params), spec)
+    per_gpu = max(0.0, weights_per_gpu_of(req, total, spec) - offload)
     return per_gpu, per_gpu, per_gpu
+
+
+def _offloaded(req: EstimateRequest, spec: ModelSpec | None, version: Version, per_gpu: float) -> float:
+    """Bytes of weights ``--cpu-offload-gb`` keeps in host memory, over every GPU of the instance."""
+    if not req.cpu_offload_gib:
+        return 0.0
+    full = _weights_band(req.but(cpu_offload_gib=0.0), spec, version)[1]
+    return max(0.0, full - per_gpu) * max(req.gpus, 1)
 
 
 def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, version: Version) -> float:

@@ -107,7 +107,10 @@ class EstimateRequest:
     batched_tokens: int | None = None  # tokens per forward pass (prefill chunk / profile run)
     enforce_eager: bool = False
     pipeline: int = 1  # pipeline-parallel stages among ``gpus``
-    cpu_offload_gib: float = 0.0
+    cpu_offload_gib: float = 0.0  # weights each GPU leaves in host memory (vLLM/SGLang --cpu-offload-gb, per GPU)
+    # Weights the engine's flags keep in host memory instead of on any GPU, MiB for the whole instance
+    # (llama.cpp -ot/--cpu-moe/--n-cpu-moe: computed by the engine from the model's tensors).
+    host_weights_mib: float = 0.0
     kv_cache_bytes: int | None = None  # an explicit KV pool (vLLM --kv-cache-memory-bytes)
     mm_items: int | None = None  # images per prompt the engine profiles (--limit-mm-per-prompt)
     gpu_layers: int | None = None  # llama.cpp -ngl: layers on the GPU (None: the engine's default)
@@ -171,6 +174,8 @@ class Estimate:
     high_per_gpu_mib: int = 0
     engine: str = "generic"
     notes: tuple[str, ...] = ()
+    # Weights kept in host memory instead of on the GPUs (MiB, whole instance): what the pod's memory must hold.
+    host_weights_mib: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.low_per_gpu_mib:
@@ -217,18 +222,22 @@ class Estimate:
             if self.activations_mib:
                 parts.append(f"activations {gib(self.activations_mib / g)}")
         parts.append(f"overhead {gib(self.overhead_mib / g)}")
+        host = f"; {gib(self.host_weights_mib)} of weights in host memory" if self.host_weights_mib >= 1 else ""
         where = f" on each of {g} GPUs" if g > 1 else ""
         band = ""
         if self.low_per_gpu_mib != self.per_gpu_mib or self.high_per_gpu_mib != self.per_gpu_mib:
             band = f" ({gib(self.low_per_gpu_mib)[:-4]}–{gib(self.high_per_gpu_mib)})"
         engine = f" on {self.engine}" if self.engine != "generic" else ""
-        return f"{gib(self.per_gpu_mib)}{band}{where}{engine}: " + " + ".join(parts)
+        return f"{gib(self.per_gpu_mib)}{band}{where}{engine}: " + " + ".join(parts) + host
 
 
 def priced(req: EstimateRequest, *, weights: float, kv: float, overhead: float, activations: float,
            mid: float, low: float, high: float, kv_bytes_per_token: float, shape_known: bool, engine: str,
-           notes: list[str], gradients: float = 0.0, optimizer: float = 0.0) -> Estimate:
-    """An engine model's estimate from per-GPU byte counts (parts, and the band's low, middle and high)."""
+           notes: list[str], gradients: float = 0.0, optimizer: float = 0.0, host_weights: float = 0.0) -> Estimate:
+    """An engine model's estimate from per-GPU byte counts (parts, and the band's low, middle and high).
+
+    ``host_weights``: bytes of weights the engine keeps in host memory, for the whole instance.
+    """
     g = max(req.gpus, 1)
     return Estimate(
         request=req, weights_mib=weights * g / MIB, kv_cache_mib=kv * g / MIB, overhead_mib=overhead * g / MIB,
@@ -236,6 +245,7 @@ def priced(req: EstimateRequest, *, weights: float, kv: float, overhead: float, 
         activations_mib=activations * g / MIB, per_gpu_mib=math.ceil(mid / MIB), total_mib=math.ceil(mid * g / MIB),
         kv_bytes_per_token=kv_bytes_per_token, shape_known=shape_known, low_per_gpu_mib=math.ceil(low / MIB),
         high_per_gpu_mib=math.ceil(high / MIB), engine=engine, notes=tuple(notes),
+        host_weights_mib=host_weights / MIB,
     )
 
 

@@ -39,14 +39,15 @@ GIB = 1024**3
 
 # Engine spellings in the records → vramgate's engine names (webhook/engines).
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "tgi": "tgi", "llama.cpp": "llama.cpp", "llamacpp": "llama.cpp",
-           "ollama": "ollama"}
+           "ollama": "ollama", "trtllm": "trtllm"}
 # Published figures below these are rounding noise as a share (a 0.2 GiB KV pool, 100 tokens).
 FLOOR = {"weights": 0.25, "kv_gib": 0.5, "kv_tokens": 2048, "concurrency": 0.2, "activation": 0.2,
-         "non_torch": 0.05, "non_kv": 0.5, "compute": 0.05}
-COMPONENTS = ("weights", "kv_gib", "kv_tokens", "concurrency", "activation", "non_torch", "non_kv", "compute")
+         "non_torch": 0.05, "non_kv": 0.5, "compute": 0.05, "kv_token_bytes": 1.0}
+COMPONENTS = ("weights", "kv_gib", "kv_tokens", "concurrency", "activation", "non_torch", "non_kv", "compute",
+              "kv_token_bytes")
 LABELS = {"weights": "weights per GPU", "kv_gib": "KV pool GiB", "kv_tokens": "KV pool tokens",
           "concurrency": "max concurrency", "activation": "activation peak", "non_torch": "non-torch",
-          "non_kv": "all but the KV pool", "compute": "compute buffer GiB"}
+          "non_kv": "all but the KV pool", "compute": "compute buffer GiB", "kv_token_bytes": "KV bytes per token"}
 
 
 @dataclass(frozen=True)
@@ -129,13 +130,20 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     engine = ENGINES.get(str(entry.get("engine")))
     if engine is None or not entry.get("model"):
         return None
-    ident = identify(builtin_catalog(), str(entry["model"]))
+    model = str(entry["model"])
+    if engine == "trtllm":
+        # The TRT-LLM records say the engine's build in brackets: "Qwen/Qwen2.5-Coder-0.5B-Instruct (int8 engine)".
+        model = model.split(" (", 1)[0]
+    ident = identify(builtin_catalog(), model)
     if ident.spec is None:
         return None
     spec = ident.spec
     config = entry.get("config") or {}
     gpu = entry.get("gpu") or {}
     quant = config.get("quantization") or config.get("quantize")
+    if engine == "trtllm":
+        built = str(quant or entry["model"]).lower()
+        quant = "int4" if "int4" in built else "int8" if "int8" in built else quant
     dtype = config.get("dtype")
     precision, _ = resolve_precision(
         [(str(quant).split(" ")[0] if quant else None, "config"), (ident.quantization, "model id"),
@@ -187,6 +195,9 @@ def case_of(entry: dict[str, Any]) -> Case | None:
             else sglang_engine.default_mem_fraction(tp, priced_version))
     elif engine == "tgi":
         util = _float(config.get("cuda_memory_fraction")) or 1.0
+    elif engine == "trtllm":
+        req = req.but(batched_tokens=config.get("max_num_tokens"))
+        util = 1.0  # the free fraction is of what the profiling peak leaves (webhook/engines/trtllm.py)
     else:
         util = 1.0
     return Case(str(entry["id"]), engine, version_band(engine, version, v1), spec, req, total, util,
@@ -231,6 +242,12 @@ def residuals(case: Case) -> list[Residual]:
     logged_weights = _float(rep.get("weights_gib"))
     if logged_weights is None and case.engine == "sglang":
         logged_weights = _float(rep.get("weights_gb"))  # SGLang's "GB" is bytes / 2^30
+    if logged_weights is None and case.engine == "trtllm":
+        # "Loaded engine size: N MiB", or the engine after context creation less the execution context.
+        engine_mib = _float(rep.get("engine_size_mib"))
+        if engine_mib is None and _float(rep.get("engine_context_gpu_mib")) is not None:
+            engine_mib = float(rep["engine_context_gpu_mib"]) - (_float(rep.get("execution_context_mib")) or 0.0)
+        logged_weights = engine_mib / 1024 if engine_mib is not None else None
     if logged_weights is None and case.engine in ("llama.cpp", "ollama"):
         mib = _float(rep.get("model_buffer_mib_gpu"))
         logged_weights = mib / 1024 if mib is not None else _float(rep.get("weights_total_gib"))
@@ -268,6 +285,14 @@ def residuals(case: Case) -> list[Residual]:
         tokens = tgi_engine.pool_tokens(est, _kv_per_token_per_gpu(est, case.spec, g), case.total_gib * 1024,
                                         case.utilization)
         out.append(("kv_tokens", _float(rep.get("max_batch_total_tokens")), float(tokens)))
+    if case.engine == "trtllm":
+        # "Allocate N bytes for k/v cache. Using T tokens": one token's KV on one rank.
+        pool = _float(rep.get("kv_cache_bytes"))
+        if pool is None and _float(rep.get("kv_cache_gib")) is not None:
+            pool = float(rep["kv_cache_gib"]) * GIB
+        logged_tokens = _float(rep.get("kv_cache_tokens"))
+        out.append(("kv_token_bytes", pool / logged_tokens if pool and logged_tokens else None,
+                    _kv_per_token_per_gpu(est, case.spec, g)))
     if case.engine in ("llama.cpp", "ollama"):
         kv_mib = _float(rep.get("kv_buffer_mib")) or _float(rep.get("kv_self_mib"))
         kv_gib = kv_mib / 1024 if kv_mib is not None else _float(rep.get("required_kv_gib"))

@@ -24,7 +24,6 @@ HEADER = ("# source:", "# licence:", "# gpu:", "# nodes:", "# roles:")
 BROKEN = {"53-rhoai-modelcar-oci-llama33-70b-w8a8-1gpu.yaml"}
 # Roles admitted without an estimate, and why (a miss that is fixed fails here until it is taken off the list).
 UNSIZED = {
-    "05-dynamo-trtllm-disagg.yaml": "TensorRT-LLM (python3 -m dynamo.trtllm): no engine model yet",
     "17-aibrix-fleet-two-node.yaml": "the worker group runs `ray start` only; the model is on the head",
     "18-aibrix-fleet-deepseek-r1.yaml": "the worker group runs `ray start` only; the model is on the head",
     "28-volcano-mindspore-gpu.yaml": "a MindSpore MPI job that names no model",

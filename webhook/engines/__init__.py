@@ -12,7 +12,7 @@ import orjson
 from ..models.vram import Estimate, EstimateRequest
 from ..models.vram import estimate as generic_estimate
 from ..models.vram import max_context as vram_max_context
-from . import llamacpp, nim, ollama, sglang, tgi, trainers, vllm
+from . import llamacpp, nim, ollama, sglang, tgi, trainers, trtllm, vllm
 from .base import Found, Settings, Version, parse_version
 from .cmdline import Command, commands_of, container_env
 from .engine import ContextDefault, Engine, IntSetting, ParallelRead, UtilRule
@@ -45,7 +45,7 @@ __all__ = [
 # Adding an engine is one module and one line in this table. The order is the order a container is tried
 # in: the first engine that recognises it reads it.
 REGISTRY: Mapping[str, Engine] = {e.name: e for e in (
-    vllm.ENGINE, sglang.ENGINE, tgi.ENGINE, llamacpp.ENGINE, ollama.ENGINE, nim.ENGINE, trainers.ENGINE,
+    vllm.ENGINE, sglang.ENGINE, tgi.ENGINE, trtllm.ENGINE, llamacpp.ENGINE, ollama.ENGINE, nim.ENGINE, trainers.ENGINE,
 )}
 ENGINES = tuple(REGISTRY)
 _ALIASES: Mapping[str, str] = {alias: e.name for e in REGISTRY.values() for alias in e.aliases}

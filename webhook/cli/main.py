@@ -15,7 +15,7 @@ import yaml
 
 from ..cluster.snapshot import Snapshot, snapshot_from_nodes
 from ..config import Config, ConfigError, load_config
-from ..engines import ENGINES, estimate, training_engine
+from ..engines import ENGINES, engines, estimate, training_engine
 from ..engines.base import parse_version
 from ..engines.precision import resolve_precision
 from ..kube.manifests import ManifestError, load_inventory
@@ -380,8 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     fitp = sub.add_parser("fit", help="where a model fits: per GPU kind, the fewest GPUs, the largest context, "
                           "the concurrency, the launch flags")
     fitp.add_argument("--model", required=True, help="catalog name, hub id, quantized repo or Ollama tag")
-    fitp.add_argument("--engine", default="vllm", help="serving engine: vllm (default), sglang, tgi, llama.cpp, "
-                      "ollama, nim")
+    fitp.add_argument("--engine", default="vllm", help="serving engine: vllm (default), "
+                      + ", ".join(e.name for e in engines() if e.serves and e.name != "vllm"))
     fitp.add_argument("--engine-version", help="engine release, e.g. 0.8.5 (default: the newest modelled)")
     fitp.add_argument("--precision", help=f"weight precision: {PRECISIONS_ACCEPTED} (default: the model's dtype)")
     fitp.add_argument("--kv-cache-dtype", help="KV cache dtype when it differs from the weights, e.g. fp8")

@@ -166,9 +166,11 @@ def test_engine_fields() -> None:
 CASES = [
     ("01-dynamo-deepseek-r1-nvfp4-agg-b200-tp8-ep8-adp.yaml", "b200", "l40s", ()),
     ("02-dynamo-deepseek-r1-nvfp4-wideep-disagg-gb200-dep4-dep32.yaml", "gb200", "h100", ("decode",)),
+    ("03-dynamo-kimi-k25-nvfp4-wideep-disagg-gb200-dep4-dep32.yaml", "gb200", "h100", ("decode",)),
     ("04-dynamo-qwen3-235b-a22b-fp8-agg-hopper-tp4-ep4.yaml", "h200", "l40s", ()),
     ("05-dynamo-qwen3-235b-a22b-fp8-disagg-hopper-tp2-tp4.yaml", "h200", "h100", ("TRTLLMDecodeWorker",)),
     ("06-dynamo-gpt-oss-120b-agg-gb200-tp4-ep4-adp.yaml", "gb200", "t4", ()),
+    ("07-dynamo-kimi-k25-nvfp4-agg-eagle3-specdec-tp8-ep8.yaml", "b200", "l40s", ()),
     ("08-dynamo-deepseek-v32-nvfp4-agg-gb200-dep8-2nodes.yaml", "gb200", "l40s", ()),
     ("09-dynamo-example-qwen3-0.6b-agg-1gpu.yaml", "h100", None, ()),
     ("10-dynamo-example-qwen3-0.6b-disagg-multinode-tp8.yaml", "h100", None, ()),
@@ -177,10 +179,6 @@ CASES = [
     ("15-nim-operator-nimcache-nimservice-llama3-8b-trtllm-tp1.yaml", "h100", "t4", ()),
 ]
 SKIPPED = {
-    "03-dynamo-kimi-k25-nvfp4-wideep-disagg-gb200-dep4-dep32.yaml":
-        "nvidia/Kimi-K2.5-NVFP4 is not in the model catalog (webhook/data/models.yaml): no estimate",
-    "07-dynamo-kimi-k25-nvfp4-agg-eagle3-specdec-tp8-ep8.yaml":
-        "nvidia/Kimi-K2.5-NVFP4 is not in the model catalog (webhook/data/models.yaml): no estimate",
     "11-lws-triton-trtllm-llama-mpi-2nodes-pp8-tp2.yaml":
         "Triton server.py with an engine built by the image's install_model.sh: no model named in the manifest",
     "14-nim-kserve-isvc-llama3-70b-instruct-4xh100.yaml":
@@ -218,8 +216,6 @@ def test_corpus_admitted_on_its_gpus_rejected_on_small(tmp_path: Path, capsys: p
 
 # What each file without an estimate must say instead (never silence): the reason in its warnings.
 SAYS = {
-    "03-dynamo-kimi-k25-nvfp4-wideep-disagg-gb200-dep4-dep32.yaml": "is not in the catalog; no VRAM check",
-    "07-dynamo-kimi-k25-nvfp4-agg-eagle3-specdec-tp8-ep8.yaml": "is not in the catalog; no VRAM check",
     "11-lws-triton-trtllm-llama-mpi-2nodes-pp8-tp2.yaml": "no model named anywhere in the pod",
     "14-nim-kserve-isvc-llama3-70b-instruct-4xh100.yaml": "is not visible in the files given",
 }

@@ -328,7 +328,7 @@ _GGUF_QUANT = re.compile(r"(?:^|[-_.])(i?q[1-8]_(?:k_[sml]|k|[01]|xxs|xs|s|m|nl)
 # Trailing tokens that name a packaging of the weights, not another model, and what each says.
 _TOKEN = re.compile(
     r"[-_.](awq|gptq|int4|int8|fp8|dynamic|static|w4a16|w8a8|w8a16|w4a8|quantized|bnb|4bit|8bit|gguf|"
-    r"exl2|mlx|hf|unsloth|marlin|nf4|ov|onnx)$",
+    r"exl2|mlx|hf|unsloth|marlin|nf4|nvfp4|ov|onnx)$",
     re.IGNORECASE,
 )
 _ORG_HOW = {
@@ -342,6 +342,7 @@ _ORG_HOW = {
     "lmstudio-community": "LM Studio community repo",
     "hugging-quants": "hugging-quants repo",
     "casperhansen": "casperhansen repo",
+    "nvidia": "NVIDIA ModelOpt repo",
 }
 
 
@@ -364,6 +365,8 @@ def _quant_of(tokens: list[str], gguf: str | None) -> str | None:
     if gguf:
         g = gguf.lower()
         return {"f16": "fp16", "f32": "fp32"}.get(g, g)
+    if "nvfp4" in t:
+        return "nvfp4"  # NVIDIA ModelOpt FP4 checkpoints (nvidia/DeepSeek-R1-NVFP4, nvidia/Kimi-K2.5-NVFP4)
     if "gptq" in t or "awq" in t or "w4a16" in t or "w4a8" in t:
         return "int8" if "int8" in t else "int4"
     if "fp8" in t:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
-
-from kubernetes.utils.quantity import parse_quantity
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -20,6 +23,34 @@ _SIZE_POW = {"k": 1, "m": 2, "g": 3, "t": 4}
 
 class QuantityError(ValueError):
     """A value that is not a valid quantity of the expected kind."""
+
+
+@cache
+def _kubernetes_parse_quantity() -> Callable[[Any], Decimal]:
+    """``kubernetes.utils.quantity.parse_quantity``, the client library's own parser, loaded from its file.
+
+    ``import kubernetes.utils.quantity`` first runs the whole client's ``__init__`` (every API class, the config
+    loaders: ~0.3 s), which every `vramgate check` and ``--help`` would pay for one function that needs only
+    ``decimal``. Where the client is imported already, its module is used as it is.
+    """
+    loaded = sys.modules.get("kubernetes.utils.quantity")
+    if loaded is None:
+        package = importlib.util.find_spec("kubernetes")  # finds the package without running its __init__
+        if package is None or package.origin is None:
+            raise ImportError("the kubernetes client library is not installed")
+        spec = importlib.util.spec_from_file_location(
+            "webhook.units._kubernetes_quantity", Path(package.origin).parent / "utils" / "quantity.py")
+        if spec is None or spec.loader is None:
+            raise ImportError("kubernetes/utils/quantity.py not found")
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+    parse: Callable[[Any], Decimal] = loaded.parse_quantity
+    return parse
+
+
+def parse_quantity(value: Any) -> Decimal:
+    """A Kubernetes quantity (``40Gi``, ``500m``, ``1e3``) as kubernetes.utils.quantity reads it."""
+    return _kubernetes_parse_quantity()(value)
 
 
 def parse_count(value: str | int | float) -> float:

@@ -40,7 +40,7 @@ class Labels(_Section):
 
     gpu_resource: str = "nvidia.com/gpu"
     # Other resource names that count GPUs a container gets: the device plugin's time-slicing with renamed
-    # resources (nvidia.com/gpu.shared), HAMi's nvidia.com/gpualloc. MIG slices are judged as today.
+    # resources (nvidia.com/gpu.shared), HAMi's nvidia.com/gpualloc.
     gpu_resource_aliases: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu.shared", "nvidia.com/gpualloc"])
     # Resources that state the GPU memory a container gets, in MiB per GPU (HAMi's nvidia.com/gpumem): the
     # workload's declared VRAM, as vramgate.io/vram would be.
@@ -50,6 +50,9 @@ class Labels(_Section):
     gpu_product: str = "nvidia.com/gpu.product"
     gpu_replicas: str = "nvidia.com/gpu.replicas"
     mig_strategy: str = "nvidia.com/mig.strategy"
+    # MIG under the device plugin's mixed strategy: a pod asks nvidia.com/mig-<profile> (1g.10gb, 3g.40gb, 1g.10gb+me),
+    # the node lists it in capacity and GFD labels nvidia.com/mig-<profile>.memory (MiB), .count, .product.
+    mig_resource_prefix: str = "nvidia.com/mig-"
     driver_major: str = "nvidia.com/cuda.driver-version.major"
     driver_major_deprecated: str = "nvidia.com/cuda.driver.major"
     normalized_memory: str = "vramgate.io/gpu-memory-mib"

@@ -11,6 +11,7 @@ from ..units.quantity import QuantityError, parse_gpu_memory_label
 from .cloud import cloud_gpu, why_unknown
 from .dra import SOURCE as DRA_SOURCE
 from .dra import Device, summarize
+from .mig import MigProfile, node_profiles
 
 HealthState = Literal["healthy", "degraded", "unhealthy"]
 _MIG_PRODUCT_RE = re.compile(r"-MIG-(\d+)g\.(\d+)gb$", re.IGNORECASE)
@@ -45,10 +46,17 @@ class NodeGPUs:
     labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     # spec.taints as the API returns them (the health controller merges its own taint into these).
     taints: tuple[dict[str, str], ...] = field(default=(), compare=False, repr=False)
+    # MIG profiles under the mixed strategy (nvidia.com/mig-<profile> in capacity, GFD's per-profile labels), smallest
+    # first. ``capacity``/``vram_mib`` above stay the whole GPUs' (nvidia.com/gpu); a pod asking a profile is judged
+    # on that profile alone (placement.for_mig).
+    mig_profiles: tuple[MigProfile, ...] = ()
 
     @property
     def is_gpu_node(self) -> bool:
-        return self.labelled or self.capacity > 0 or bool(self.dra)
+        return self.labelled or self.capacity > 0 or bool(self.dra) or bool(self.mig_profiles)
+
+    def mig_profile(self, name: str) -> MigProfile | None:
+        return next((p for p in self.mig_profiles if p.name == name), None)
 
 
 def _int(value: Any) -> int | None:
@@ -194,7 +202,14 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
     if not vram:
         source = "unknown"
     fault = fault_of(node, config)
-    health, reason = classify(capacity, allocatable, labelled, fault, config)
+    profiles = node_profiles(labels, status.get("capacity"), status.get("allocatable"), keys.mig_resource_prefix)
+    # Mixed strategy: the MIG slices are devices too (a node whose every GPU is partitioned has no nvidia.com/gpu).
+    mig_capacity = sum(p.capacity for p in profiles)
+    mig_allocatable = sum(p.allocatable for p in profiles)
+    health, reason = classify(capacity + mig_capacity, allocatable + mig_allocatable,
+                              labelled or bool(profiles), fault, config)
+    if profiles:
+        reason = reason.replace(" GPUs", " GPUs and MIG slices") if mig_capacity else reason
     return NodeGPUs(
         name=str(meta.get("name") or "") if isinstance(meta, dict) else "",
         product=product,
@@ -209,11 +224,12 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         labelled=labelled,
         unhealthy_gpus=max(0, capacity - allocatable),
         fault=fault,
-        plugin_missing=labelled and capacity == 0,
+        plugin_missing=(labelled or bool(profiles)) and capacity + mig_capacity == 0,
         labelled_count=count,
         vram_source=source,
         labels=str_labels,
         taints=_taints(node),
+        mig_profiles=profiles,
     )
 
 

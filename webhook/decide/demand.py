@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster.dra import DraView, Request, pod_claims
+from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
 from ..engines import (
     ENGINES,
@@ -79,6 +80,9 @@ class Demand:
     claims: tuple[Request, ...] = ()
     # A model named but not in the catalog (judged without it): what a hub lookup may add.
     unknown_model: str | None = None
+    # MIG slices asked for under the mixed strategy (then ``gpus`` counts them): (profile, slices), e.g.
+    # (("1g.10gb", 1),). Judged on the nodes' slices of each profile, at the profile's memory.
+    mig: tuple[tuple[str, int], ...] = ()
     # The engine picks its context once it knows its GPU (``--max-model-len auto``): the estimate is at its least.
     auto_context: bool = False
     # The context the engine will pick on the smallest GPU that holds the pod, and that GPU (set by the verdict).
@@ -172,6 +176,39 @@ def gpu_containers(view: PodView, resource: str | tuple[str, ...]) -> tuple[int,
                 else:
                     init = max(init, n)
     return max(app, init), found
+
+
+def mig_containers(view: PodView, prefix: str) -> tuple[tuple[tuple[str, int], ...], list[dict[str, Any]]]:
+    """MIG slices per pod by profile (``nvidia.com/mig-1g.10gb: 1``): the app containers' sum, or the largest init
+    container's, and the containers that ask them."""
+    app: dict[str, int] = {}
+    init: dict[str, int] = {}
+    found: list[dict[str, Any]] = []
+    for key in ("containers", "initContainers"):
+        for c in view.spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            resources = c.get("resources")
+            names = {str(r) for section in ("limits", "requests")
+                     if isinstance(resources, dict) and isinstance(amounts := resources.get(section), dict)
+                     for r in amounts}
+            asked = False
+            for name in sorted(names):
+                profile = profile_of(name, prefix)
+                if profile is None:
+                    continue
+                n = _gpu_count(c, name, f"container {c.get('name', '?')}")
+                if not n:
+                    continue
+                asked = True
+                if key == "containers":
+                    app[profile] = app.get(profile, 0) + n
+                else:
+                    init[profile] = max(init.get(profile, 0), n)
+            if asked:
+                found.append(c)
+    chosen = app if sum(app.values()) >= sum(init.values()) else init
+    return tuple(sorted(chosen.items())), found
 
 
 def _gpu_memory_resource(view: PodView, names: list[str]) -> tuple[int, dict[str, Any], str] | None:
@@ -309,6 +346,15 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     """
     try:
         gpus, containers = gpu_containers(view, (config.labels.gpu_resource, *config.labels.gpu_resource_aliases))
+        mig, mig_found = mig_containers(view, config.labels.mig_resource_prefix)
+        mig_warning = None
+        if mig:
+            if gpus:
+                mig_warning = (f"asks both {config.labels.gpu_resource} and MIG slices "
+                               f"({', '.join(config.labels.mig_resource_prefix + p for p, _ in mig)}): "
+                               "judged on the MIG slices")
+            # A CUDA process sees one MIG device; the model sits on the slice(s) the pod gets.
+            gpus, containers = sum(n for _, n in mig), mig_found
         memory_mib = _gpu_memory_resource(view, config.labels.gpu_memory_resources)
         if memory_mib is not None and gpus == 0:
             # HAMi: a share of one GPU's memory, asked without a GPU count, gets one GPU.
@@ -324,6 +370,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         return None
     ann = view.annotations
     warnings: list[str] = list(claimed.warnings) if claimed else []
+    if mig_warning:
+        warnings.append(mig_warning)
     sources: list[tuple[str, str]] = []
     runtime = runtime_env(view)
     readings = [read_container(c, (), lookup, runtime) for c in containers]
@@ -428,7 +476,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
             sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (),
-            unknown_model=unknown_model, **kw,
+            unknown_model=unknown_model, mig=mig, **kw,
         )
 
     if explicit is not None:

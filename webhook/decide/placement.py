@@ -56,11 +56,13 @@ class Need:
     # The engine's usable share by the GPU's memory, where the engine sets it so (SGLang's mem_fraction_static);
     # ``utilization`` is then the figure for a GPU not yet known.
     util_rule: UtilRule | None = None
+    # MIG slices asked under the mixed strategy, (profile, slices): judged on each node's slices of the profile.
+    mig: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, demand: Demand) -> Need:
         return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib,
-                   demand.claims, demand.util_rule)
+                   demand.claims, demand.util_rule, demand.mig)
 
     def util_on(self, vram_mib: float) -> float:
         """The share of a GPU of ``vram_mib`` MiB the engine uses."""
@@ -136,6 +138,43 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
                    health_reason=reason, unhealthy_gpus=len(chosen) - len(healthy))
 
 
+def for_mig(need: Need, node: NodeGPUs) -> NodeGPUs:
+    """The node as a pod asking MIG slices sees it: only the slices of the profiles it asks count.
+
+    Capacity (allocatable, the GFD count) counts the asked slices the node has, up to what the pod asks per
+    profile, so a node short of one profile has fewer than ``need.gpus``; VRAM is the smallest asked profile's
+    memory, the product names the slice (``NVIDIA-A100-80GB-PCIe-MIG-1g.10gb``). A node without the profile
+    offers none of it: too few GPUs, however large its whole GPUs are.
+    """
+    if not need.mig:
+        return node
+    capacity = allocatable = labelled = 0
+    memories: list[tuple[int, str]] = []
+    for name, asked in need.mig:
+        p = node.mig_profile(name)
+        if p is None:
+            continue
+        capacity += min(p.capacity, asked)
+        allocatable += min(p.allocatable, asked)
+        labelled += min(p.labelled_count, asked)
+        memories.append((p.memory_mib, p.product or f"{node.product or 'GPU'} MIG {p.name}"))
+    vram, product = min(memories) if memories else (0, f"no MIG {', '.join(n for n, _ in need.mig)}")
+    plugin_missing = bool(memories) and capacity == 0 and labelled > 0
+    health, reason = node.health, node.health_reason
+    if node.fault is None and memories and not plugin_missing and allocatable == 0 and capacity > 0:
+        health, reason = "unhealthy", f"0 of {capacity} {_mig_names(need)} slices allocatable"
+    elif node.fault is None and health == "unhealthy" and allocatable > 0:
+        health = "healthy"
+    return replace(node, capacity=capacity, allocatable=allocatable, labelled_count=labelled, vram_mib=vram,
+                   product=product, plugin_missing=plugin_missing, unhealthy_gpus=capacity - allocatable,
+                   labelled=node.labelled or bool(node.mig_profiles), health=health, health_reason=reason,
+                   vram_source="gfd" if vram else "unknown")
+
+
+def _mig_names(need: Need) -> str:
+    return ", ".join(f"nvidia.com/mig-{name}" for name, _ in need.mig)
+
+
 def usable_mib(node: NodeGPUs, need: Need) -> float:
     return need.usable_on(node.vram_mib)
 
@@ -145,6 +184,9 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
     if need.claims:
         # The DRA plugin in the scheduler tracks allocated devices; vramgate judges capability and health.
         node, free = for_claims(need, node), None
+    if need.mig:
+        # kube-scheduler counts each profile's free slices (an extended resource); vramgate judges capability.
+        node, free = for_mig(need, node), None
     name = node.name
     if not node.is_gpu_node:
         return NodeFit(name, Code.NO_GPUS, "no GPUs")
@@ -158,6 +200,8 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
         count = node.labelled_count
     if count < need.gpus:
         what = "GPUs" if ever else "healthy GPUs"
+        if need.mig:
+            what = f"{_mig_names(need)} slices" + ("" if ever else " healthy")
         return NodeFit(name, Code.TOO_FEW_GPUS, f"{count} {what}, pod needs {need.gpus}")
     # Unknown VRAM never fails a node: the pod may land there, unchecked (and scored low).
     if need.per_gpu_mib is not None and node.vram_mib > 0 and need.per_gpu_mib > usable_mib(node, need):
@@ -181,7 +225,7 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
 
 def fits_ever(need: Need, node: NodeGPUs) -> bool:
     """``fit(need, node, ever=True).fits`` without building reasons: the admission hot path."""
-    node = for_claims(need, node)
+    node = for_mig(need, for_claims(need, node))
     if not node.is_gpu_node:
         return False
     count = node.labelled_count if node.plugin_missing else node.capacity
@@ -203,8 +247,8 @@ def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack"
 
     A node whose VRAM is unknown scores 0 for a pod that needs VRAM: any node known to hold it comes first.
     """
-    if need.claims:
-        node = for_claims(need, node)
+    if need.claims or need.mig:
+        node = for_mig(need, for_claims(need, node))
         free = node.allocatable
     if need.per_gpu_mib is not None and node.vram_mib <= 0:
         return 0
@@ -275,6 +319,10 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
                 f"{demand.view.ref}: no device in the cluster matches its claims {asked}; the ResourceSlices "
                 f"offer {', '.join(kinds[:5])}{', …' if len(kinds) > 5 else ''}. "
                 "Try: a DeviceClass or selector these devices satisfy"))
+    whole = nodes
+    if need.mig:
+        # Each node as the pod sees it: the asked profile's slices at the profile's memory.
+        nodes = [for_mig(need, n) for n in nodes]
     # The admit path is lazy: with nodes largest first (Snapshot.by_vram) it stops after a node or
     # two, so admitting a pod costs the same at 10 or 10,000 nodes. Lists are built only to reject.
     seq = nodes
@@ -300,6 +348,8 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
                "or map your own label in the config (labels.memory_labels, labels.product_memory)")
         return ClusterVerdict(True, Code.VRAM_UNKNOWN, msg, best_node=unknown[0].name)
     fits = [fit(need, n, ever=True) for n in gpu_nodes]
+    if need.mig and not any(f.code is Code.DRIVER_TOO_OLD for f in fits):
+        return _mig_verdict(demand, need, [n for n in whole if n.is_gpu_node], gpu_nodes)
     largest = max(gpu_nodes, key=lambda n: (n.vram_mib, n.capacity))
     too_small = all(f.code in (Code.VRAM_TOO_SMALL, Code.TOO_FEW_GPUS) for f in fits)
     if need.per_gpu_mib is not None and largest.vram_mib > 0 and too_small and not _vram_ok_anywhere(need, gpu_nodes):
@@ -330,6 +380,64 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
            f"the nodes whose GPUs can hold it run driver {newest} at most. "
            f"Try: an image built for an older CUDA, or nodes with driver ≥ {need.min_driver}")
     return ClusterVerdict(False, Code.DRIVER_TOO_OLD, msg)
+
+
+def _mig_verdict(demand: Demand, need: Need, whole: list[NodeGPUs], seen: list[NodeGPUs]) -> ClusterVerdict:
+    """The rejection of a pod asking MIG slices that no node can hold: the profile, its memory, and the
+    smallest larger profile (or whole GPU) in the cluster that holds it."""
+    who, asked = demand.view.ref, _mig_names(need)
+    offered = [n for n in seen if n.capacity > 0 or n.labelled_count > 0]
+    tips = _larger_slices(need, whole)
+    if offered and need.per_gpu_mib is not None:
+        # Changes to the workload that fit the asked slice (more slices do not help: a CUDA process sees one).
+        tips += [t.text for t in structured_suggestions(demand, offered)
+                 if not any(c.what == "gpus" for c in t.changes)]
+    try_ = f" Try: {'; '.join(tips)}" if tips else ""
+    biggest = max(offered, key=lambda n: (n.vram_mib, n.capacity), default=None)
+    if biggest is None:
+        profiles = sorted({p.name for n in whole for p in n.mig_profiles})
+        has = (f"the cluster's MIG profiles: {', '.join('nvidia.com/mig-' + p for p in profiles)}" if profiles
+               else "no node has MIG slices (mig.strategy=mixed)")
+        return ClusterVerdict(False, Code.TOO_FEW_GPUS, f"{who}: asks {asked}; no node offers that MIG profile "
+                              f"({has}).{try_ or ' Try: a profile the cluster has, or nvidia.com/gpu'}",
+                              suggestions=tuple(tips))
+    if need.per_gpu_mib is not None and biggest.vram_mib > 0 and need.per_gpu_mib > usable_mib(biggest, need):
+        usable = ""
+        if (util := need.util_on(biggest.vram_mib)) < 1:
+            usable = f", {_gib(biggest.vram_mib * util)} GiB usable at gpu-memory-utilization {util:g}"
+        msg = (f"{who}: needs {_gib(need.expected or need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}"
+               f"{_at_least(need)}); {asked} is a {_gib(biggest.vram_mib)} GiB MIG slice ({biggest.name}, "
+               f"{biggest.product}{usable}).{try_ or ' Try: a larger MIG profile or a whole GPU'}")
+        return ClusterVerdict(False, Code.VRAM_TOO_SMALL, msg, suggestions=tuple(tips))
+    most = max(offered, key=lambda n: max(n.capacity, n.labelled_count))
+    msg = (f"{who}: needs {need.gpus} {asked} slices on one node; no node has that (most: "
+           f"{max(most.capacity, most.labelled_count)} on {most.name}).{try_ or ' Try: fewer slices per pod'}")
+    return ClusterVerdict(False, Code.TOO_FEW_GPUS, msg, suggestions=tuple(tips))
+
+
+def _larger_slices(need: Need, whole: list[NodeGPUs]) -> list[str]:
+    """The smallest other MIG profile that holds the per-GPU need, and the smallest whole GPU, with a node each."""
+    per = need.per_gpu_mib
+    asked = {name for name, _ in need.mig}
+    slices: list[tuple[int, str, str]] = []
+    gpus: list[tuple[int, str, str]] = []
+    for n in whole:
+        for p in n.mig_profiles:
+            room = max(p.capacity, p.labelled_count)
+            if (p.name not in asked and p.memory_mib > 0 and room >= need.gpus
+                    and (per is None or per <= need.usable_on(p.memory_mib))):
+                slices.append((p.memory_mib, p.name, n.name))
+        count = n.labelled_count if n.plugin_missing else n.capacity
+        if n.vram_mib > 0 and count >= need.gpus and (per is None or per <= need.usable_on(n.vram_mib)):
+            gpus.append((n.vram_mib, n.product or "GPU", n.name))
+    tips = []
+    if slices:
+        mib, name, node = min(slices)
+        tips.append(f"nvidia.com/mig-{name} ({_gib(mib)} GiB) on node {node}")
+    if gpus:
+        mib, product, node = min(gpus)
+        tips.append(f"nvidia.com/gpu: {need.gpus} ({product}, {_gib(mib)} GiB) on node {node}")
+    return tips
 
 
 def _claim_words(msg: str) -> str:

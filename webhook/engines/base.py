@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import yaml
+
 from .cmdline import Argv, Command, OptionTable
 
 Version = tuple[int, ...]
@@ -120,3 +122,13 @@ def find_command(commands: Sequence[Command], programs: Sequence[str], modules: 
                 if w == "-m" and any(words[j + 1].startswith(m) for m in modules):
                     return i
     return None
+
+
+def yaml_mapping(text: str) -> dict[str, object] | None:
+    """A config file's text as a YAML mapping (a trainer's YAML, TRT-LLM's extra LLM API options); None when it
+    is not YAML or not a mapping."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return doc if isinstance(doc, dict) else None

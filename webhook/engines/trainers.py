@@ -14,12 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-import yaml
-
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from ..units.precision import PRECISIONS
-from .base import Found, Setting, Settings, read_settings
+from .base import Found, Setting, Settings, read_settings, yaml_mapping
 from .cmdline import Command, OptionTable, parse_argv
 from .engine import Engine
 
@@ -153,11 +151,8 @@ _CONFIG_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 def read_config_file(settings: Settings, text: str, source: str) -> bool:
     """Fill ``settings`` from a trainer's YAML config (what the command line left unsaid); whether it was YAML."""
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return False
-    if not isinstance(doc, dict):
+    doc = yaml_mapping(text)
+    if doc is None:
         return False
     for key, names in _CONFIG_KEYS:
         for name in names:

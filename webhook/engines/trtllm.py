@@ -30,13 +30,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes, weights_per_gpu
 from ..units.declaration import quant_in_model_id
 from ..units.precision import kv_bytes
-from .base import Found, Setting, Settings, Version, read_settings, version_of
+from .base import Found, Setting, Settings, Version, read_settings, version_of, yaml_mapping
 from .cmdline import Command, OptionTable, parse_argv
 from .engine import ContextDefault, Engine, IntSetting, ParallelRead
 from .layers import layout_of
@@ -269,11 +267,8 @@ def read_config_file(settings: Settings, text: str, source: str) -> bool:
     The YAML is applied over the command line (serve.py ``update_llm_args_with_extra_dict``), so its values
     replace the flags'. False when the text is not a YAML mapping.
     """
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return False
-    if not isinstance(doc, dict):
+    doc = yaml_mapping(text)
+    if doc is None:
         return False
 
     def put(key: str, value: Any, where: str) -> None:

@@ -126,3 +126,13 @@ def test_a_kaito_preset_pod_is_read_as_vllm_and_auto_is_admitted_on_an_l4() -> N
     assert j.demand.spec.name == "qwen3-8b" and j.demand.picked_context is not None
     assert dict(j.demand.sources)["context"].startswith("arg --max-model-len auto: vllm picks the largest context")
     assert dict(j.demand.sources)["model"].startswith("arg --model")
+
+
+def test_a_context_set_at_run_time_is_priced_at_the_default_not_refused() -> None:
+    """``--max-model-len $(MAX_LEN)`` from a ConfigMap not in view: a warning, the engine's default, no rejection."""
+    view = pod_view(vllm_pod("$(MAX_LEN)"))
+    assert view is not None
+    d = read_demand(view, CFG, CATALOG)
+    assert d is not None and d.estimate is not None
+    assert d.estimate.request.context == 40960  # vLLM's default: the model's full context
+    assert any("is set at run time" in w for w in d.warnings)

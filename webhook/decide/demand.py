@@ -692,6 +692,11 @@ def _context(ann: dict[str, str], s: Settings, spec: ModelSpec | None, workload:
     eng = engine_named(engine)
     zero_is_model = eng is not None and eng.zero_context_is_model
     zero_declared = False  # a declared 0 that means the model's own context (llama.cpp -c 0)
+    if found is not None and found.source != d.A_CONTEXT and _unresolved(found.value):
+        # `--max-model-len $(MAX_LEN)` from a ConfigMap not in view: known only at run time. Priced at the
+        # engine's default rather than refused (refusing would reject a deployment that may well work).
+        warnings.append(f"{found.source}={found.value} is set at run time; priced at the engine's default context")
+        found = None
     if found is not None and found.source != d.A_CONTEXT and eng is not None and eng.read_context is not None:
         # The engine's own flag, read by the engine's own grammar (engines/grammar.py).
         try:

@@ -6,10 +6,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-import yaml
+from ..units.data import packaged_yaml
 
 GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 GKE_ACCELERATOR_COUNT = "cloud.google.com/gke-accelerator-count"
@@ -118,8 +117,7 @@ def parse_table(data: Any) -> GPUTable:
 @lru_cache(maxsize=1)
 def builtin_table() -> GPUTable:
     """The table shipped in the package (read once)."""
-    text = resources.files("webhook").joinpath("data/gpu_instances.yaml").read_text(encoding="utf-8")
-    return parse_table(yaml.safe_load(text))
+    return parse_table(packaged_yaml("gpu_instances.yaml"))
 
 
 def provisioner_requirements(floor_mib: int, table: GPUTable | None = None) -> list[list[dict[str, Any]]]:

@@ -9,16 +9,14 @@ residuals under which the true need would still fit is the chance this workload 
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 
-import yaml
+from ..units.data import packaged_yaml
 
 
 @lru_cache(maxsize=1)
 def residuals() -> dict[str, tuple[float, ...]]:
     """Per engine, the measured residuals (sorted)."""
-    text = resources.files("webhook").joinpath("data/measured.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
+    data = packaged_yaml("measured.yaml") or {}
     return {str(engine): tuple(sorted(float(v) for v in entry.get("residuals") or ()))
             for engine, entry in data.items() if isinstance(entry, dict)}
 

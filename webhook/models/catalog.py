@@ -6,10 +6,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-import yaml
+from ..units.data import packaged_yaml
 
 # Suffixes that name a packaging of the same weights (quantization, file format), not another model.
 _PACKAGING_SUFFIX = re.compile(
@@ -582,8 +581,7 @@ def params_from_name(name: str) -> float | None:
 @lru_cache(maxsize=1)
 def builtin_catalog() -> Catalog:
     """The catalog shipped in ``webhook/data/models.yaml``."""
-    text = resources.files("webhook").joinpath("data/models.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
+    data = packaged_yaml("models.yaml") or {}
     return Catalog(spec_from_mapping(e) for e in data.get("models", []))
 
 

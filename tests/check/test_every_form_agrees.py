@@ -110,3 +110,14 @@ def test_the_dra_repro_rejects_in_every_form(capsys: pytest.CaptureFixture[str])
     assert src == 1 and _sarif_rejections(sout) == 1
     jrc, jout = _run(capsys, "-o", "junit", *files)
     assert jrc == 1 and _junit(jout).count("reject") == 1
+
+
+def test_yaml_nested_too_deep_is_one_error_line_not_a_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "deep.yaml"
+    seed = (ROOT / "examples" / "seed-deployment.yaml").read_text()
+    deep.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n---\n" + seed)
+    rc = main(["check", "-f", str(deep), "--nodes", str(ROOT / "examples" / "cluster.yaml")])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert "document 0 is not valid YAML" in captured.err
+    assert "deployment/llm-15b" in captured.out  # the other document is still judged

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from ..config import Config, Labels
 from ..units.quantity import QuantityError, parse_gpu_memory_label
+from .accelerators import NVIDIA, node_vendor_gpus
 from .cloud import cloud_gpu, why_unknown
 from .dra import SOURCE as DRA_SOURCE
 from .dra import Device, summarize
@@ -50,6 +51,10 @@ class NodeGPUs:
     # first. ``capacity``/``vram_mib`` above stay the whole GPUs' (nvidia.com/gpu); a pod asking a profile is judged
     # on that profile alone (placement.for_mig).
     mig_profiles: tuple[MigProfile, ...] = ()
+    # Whose GPUs these are: "nvidia" (config.labels.gpu_resource), else a vendor of webhook/data/accelerators.yaml
+    # ("amd": amd.com/gpu), whose resource ``capacity``/``allocatable`` then count.
+    vendor: str = NVIDIA
+    partition: str = ""  # the vendor's partition mode ("cpx_nps4"), "" when none is said
 
     @property
     def is_gpu_node(self) -> bool:
@@ -188,7 +193,16 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
     product = gfd_product
     count = max(0, _int(labels.get(keys.gpu_count)) or 0)
     vram, source = _gfd_vram(labels, keys), "gfd"
-    cloud = cloud_gpu(str_labels)
+    vendor, partition = NVIDIA, ""
+    nvidia_labelled = any(k in labels for k in (keys.gpu_memory, keys.gpu_product, keys.gpu_count))
+    other = None if capacity or nvidia_labelled else node_vendor_gpus(str_labels, status.get("capacity"),
+                                                                status.get("allocatable"))
+    if other is not None:
+        vendor, partition, labelled = other.vendor, other.partition, labelled or other.labelled
+        capacity, allocatable, product = other.capacity, other.allocatable, other.product
+        if other.vram_mib:
+            vram, source = other.vram_mib, other.vram_source
+    cloud = cloud_gpu(str_labels) if other is None else None
     if cloud is not None:
         labelled = True
         product = product or cloud.product
@@ -230,6 +244,8 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         labels=str_labels,
         taints=_taints(node),
         mig_profiles=profiles,
+        vendor=vendor,
+        partition=partition,
     )
 
 

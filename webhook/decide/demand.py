@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cluster.accelerators import NVIDIA, resources_of_vendors, vendor_of
 from ..cluster.dra import DraView, Request, pod_claims
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
@@ -87,6 +88,8 @@ class Demand:
     auto_context: bool = False
     # The context the engine will pick on the smallest GPU that holds the pod, and that GPU (set by the verdict).
     picked_context: tuple[int, str] | None = None
+    # Whose GPUs it asks: "nvidia" (config.labels.gpu_resource), else a vendor of webhook/data/accelerators.yaml.
+    vendor: str = NVIDIA
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -346,6 +349,13 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     """
     try:
         gpus, containers = gpu_containers(view, (config.labels.gpu_resource, *config.labels.gpu_resource_aliases))
+        vendor = NVIDIA
+        if not gpus:
+            for resource in resources_of_vendors():
+                gpus, containers = gpu_containers(view, resource)
+                if gpus:
+                    vendor = vendor_of(resource) or NVIDIA
+                    break
         mig, mig_found = mig_containers(view, config.labels.mig_resource_prefix)
         mig_warning = None
         if mig:
@@ -476,7 +486,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
             sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (),
-            unknown_model=unknown_model, mig=mig, **kw,
+            unknown_model=unknown_model, mig=mig, vendor=vendor, **kw,
         )
 
     if explicit is not None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from ..cluster.accelerators import NVIDIA
 from ..cluster.dra import Device, Request, matching
 from ..cluster.inventory import NodeGPUs, vram_missing
 from ..config import PlacementMode
@@ -58,11 +59,12 @@ class Need:
     util_rule: UtilRule | None = None
     # MIG slices asked under the mixed strategy, (profile, slices): judged on each node's slices of the profile.
     mig: tuple[tuple[str, int], ...] = ()
+    vendor: str = NVIDIA  # whose GPUs: a node of another vendor offers none
 
     @classmethod
     def of(cls, demand: Demand) -> Need:
         return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib,
-                   demand.claims, demand.util_rule, demand.mig)
+                   demand.claims, demand.util_rule, demand.mig, demand.vendor)
 
     def util_on(self, vram_mib: float) -> float:
         """The share of a GPU of ``vram_mib`` MiB the engine uses."""
@@ -138,6 +140,15 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
                    health_reason=reason, unhealthy_gpus=len(chosen) - len(healthy))
 
 
+def for_vendor(need: Need, node: NodeGPUs) -> NodeGPUs:
+    """The node as a pod of ``need.vendor`` sees it: another vendor's GPUs are none of the pod's (an amd.com/gpu
+    pod never lands on an NVIDIA node, nor an nvidia.com/gpu pod on an AMD one)."""
+    if node.vendor == need.vendor or not node.is_gpu_node or need.claims:
+        return node
+    return replace(node, capacity=0, allocatable=0, labelled_count=0, mig_profiles=(), unhealthy_gpus=0,
+                   plugin_missing=False, product=f"{node.product or 'GPU'} ({node.vendor}, not {need.vendor})")
+
+
 def for_mig(need: Need, node: NodeGPUs) -> NodeGPUs:
     """The node as a pod asking MIG slices sees it: only the slices of the profiles it asks count.
 
@@ -188,6 +199,8 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
         # kube-scheduler counts each profile's free slices (an extended resource); vramgate judges capability.
         node, free = for_mig(need, node), None
     name = node.name
+    if node.vendor != need.vendor and node.is_gpu_node and not need.claims:
+        return NodeFit(name, Code.NO_GPUS, f"{node.vendor} GPUs; the pod asks {need.vendor} GPUs")
     if not node.is_gpu_node:
         return NodeFit(name, Code.NO_GPUS, "no GPUs")
     if not ever:
@@ -319,6 +332,8 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
                 f"{demand.view.ref}: no device in the cluster matches its claims {asked}; the ResourceSlices "
                 f"offer {', '.join(kinds[:5])}{', …' if len(kinds) > 5 else ''}. "
                 "Try: a DeviceClass or selector these devices satisfy"))
+    if any(n.vendor != need.vendor for n in nodes):
+        nodes = [for_vendor(need, n) for n in nodes]
     whole = nodes
     if need.mig:
         # Each node as the pod sees it: the asked profile's slices at the profile's memory.

@@ -149,6 +149,13 @@ def for_vendor(need: Need, node: NodeGPUs) -> NodeGPUs:
                    plugin_missing=False, product=f"{node.product or 'GPU'} ({node.vendor}, not {need.vendor})")
 
 
+def own_vendor(need: Need, nodes: Sequence[NodeGPUs]) -> Sequence[NodeGPUs]:
+    """Every node as a pod of ``need.vendor`` sees it (:func:`for_vendor`); ``nodes`` itself when one vendor."""
+    if any(n.vendor != need.vendor for n in nodes):
+        return [for_vendor(need, n) for n in nodes]
+    return nodes
+
+
 def for_mig(need: Need, node: NodeGPUs) -> NodeGPUs:
     """The node as a pod asking MIG slices sees it: only the slices of the profiles it asks count.
 
@@ -239,8 +246,8 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
 def fits_ever(need: Need, node: NodeGPUs) -> bool:
     """``fit(need, node, ever=True).fits`` without building reasons: the admission hot path."""
     node = for_mig(need, for_claims(need, node))
-    if not node.is_gpu_node:
-        return False
+    if not node.is_gpu_node or (node.vendor != need.vendor and not need.claims):
+        return False  # another vendor's GPUs are none of the pod's, as fit() says
     count = node.labelled_count if node.plugin_missing else node.capacity
     if count < need.gpus:
         return False
@@ -332,14 +339,13 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
                 f"{demand.view.ref}: no device in the cluster matches its claims {asked}; the ResourceSlices "
                 f"offer {', '.join(kinds[:5])}{', …' if len(kinds) > 5 else ''}. "
                 "Try: a DeviceClass or selector these devices satisfy"))
-    if any(n.vendor != need.vendor for n in nodes):
-        nodes = [for_vendor(need, n) for n in nodes]
     whole = nodes
     if need.mig:
         # Each node as the pod sees it: the asked profile's slices at the profile's memory.
         nodes = [for_mig(need, n) for n in nodes]
     # The admit path is lazy: with nodes largest first (Snapshot.by_vram) it stops after a node or
-    # two, so admitting a pod costs the same at 10 or 10,000 nodes. Lists are built only to reject.
+    # two, so admitting a pod costs the same at 10 or 10,000 nodes (fits_ever refuses another vendor's node
+    # itself). Lists are built only to reject, and only then is every node seen as this pod's vendor sees it.
     seq = nodes
     unknown: list[NodeGPUs] = []
     for n in seq:
@@ -347,6 +353,7 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
             if n.vram_mib > 0 or need.per_gpu_mib is None:
                 return _maybe_tight(demand, need, seq, n)
             unknown.append(n)
+    whole, seq = own_vendor(need, whole), own_vendor(need, seq)
     gpu_nodes = [n for n in seq if n.is_gpu_node]
     if not gpu_nodes:
         if need.claims:
@@ -517,6 +524,7 @@ def _maybe_tight(demand: Demand, need: Need, nodes: Sequence[NodeGPUs], first: N
     roomy = next((n for n in nodes if n.is_gpu_node and n.vram_mib > 0 and fits_ever(at_expected, n)), None)
     if roomy is not None:
         return ClusterVerdict(True, Code.FITS, "fits", best_node=roomy.name)
+    nodes = own_vendor(need, nodes)
     best = max((n for n in nodes if n.is_gpu_node and n.vram_mib > 0), key=lambda n: n.vram_mib, default=first)
     est = demand.estimate
     if est is not None and best.vram_mib > 0 and est.request.engine is not None:

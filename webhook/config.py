@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .units.quantity import QuantityError, parse_gpu_memory_label
 
@@ -250,10 +251,17 @@ class Hub(_Section):
     configmap: str | None = None
 
 
-class Config(BaseSettings):
-    """vramgate's configuration. Every key has a default; unknown keys are an error."""
+ENV_PREFIX = "VRAMGATE_"
 
-    model_config = SettingsConfigDict(extra="forbid", env_prefix="VRAMGATE_", env_nested_delimiter="__")
+
+class Config(BaseModel):
+    """vramgate's configuration. Every key has a default; unknown keys are an error.
+
+    ``VRAMGATE_<KEY>`` (nested keys joined by ``__``) sets a key the file leaves out, as pydantic-settings reads
+    the environment (see ``_from``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     namespace: str = "vramgate"
     gpu_memory_utilization: float | None = Field(
@@ -294,7 +302,7 @@ class ConfigError(ValueError):
 def load_config(path: str | Path | None) -> Config:
     """Load and validate a YAML config file; None gives the defaults (env overrides apply)."""
     if path is None:
-        return with_models_file(Config())
+        return with_models_file(_from({}))
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -302,10 +310,31 @@ def load_config(path: str | Path | None) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"config {path} must be a mapping")
     try:
-        config = Config(**data)
+        config = _from(data)
     except Exception as exc:  # pydantic.ValidationError: keep its readable text
         raise ConfigError(f"invalid config {path}: {exc}") from exc
     return with_models_file(config)
+
+
+def _from(data: dict[str, Any]) -> Config:
+    """The config of ``data`` with the environment's ``VRAMGATE_*`` overrides, as pydantic-settings reads them.
+
+    pydantic-settings costs a quarter of a second to import (most of a ``vramgate check`` run), so it is imported
+    only when such a variable is set: the same class, read through the same settings source, where there is work.
+    """
+    if not any(k.upper().startswith(ENV_PREFIX) for k in os.environ):
+        return Config(**data)
+    return _settings_class()(**data)
+
+
+@cache
+def _settings_class() -> type[Config]:
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    class EnvConfig(BaseSettings, Config):  # a Config read with the environment's overrides
+        model_config = SettingsConfigDict(extra="forbid", env_prefix=ENV_PREFIX, env_nested_delimiter="__")
+
+    return EnvConfig
 
 
 def with_models_file(config: Config) -> Config:

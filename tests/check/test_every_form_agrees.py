@@ -119,5 +119,7 @@ def test_yaml_nested_too_deep_is_one_error_line_not_a_crash(tmp_path: Path, caps
     rc = main(["check", "-f", str(deep), "--nodes", str(ROOT / "examples" / "cluster.yaml")])
     captured = capsys.readouterr()
     assert rc == 2
-    assert "document 0 is not valid YAML (nested too deep)" in captured.err
+    # libyaml stops at its nesting limit (its message, with the position); PyYAML's Python loader at the recursion limit
+    assert re.search(r"document 0 is not valid YAML \((nested too deep|exceeded maximum nesting depth)\)",
+                     captured.err), captured.err
     assert "deployment/llm-15b" in captured.out  # the other document is still judged

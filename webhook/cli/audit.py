@@ -22,7 +22,7 @@ from ..cluster.snapshot import Snapshot, snapshot_from_nodes
 from ..config import Config
 from ..kinds import Runtimes
 from ..kube.apiserver import ApiError, RawApi
-from ..kube.kubectl import NoCluster, add_cluster_args, from_args
+from ..kube.kubectl import NoCluster, from_args
 from ..kube.manifests import ManifestError, load_file, load_nodes
 from .common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REJECTED, UsageError, catalog_for
 
@@ -333,31 +333,3 @@ def cmd_explain(args: argparse.Namespace, config: Config) -> int:
     else:
         print(render(result))
     return EXIT_OK
-
-
-# ---------------------------------------------------------------------------------------------------- parsers
-
-
-def _offline_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nodes", metavar="FILE", help="offline: Node objects (kubectl get nodes -o yaml) instead of "
-                   "a cluster; needs -f")
-    p.add_argument("-f", "--file", nargs="+", action="extend", metavar="FILE|DIR",
-                   help="manifests (files or folders of .yaml/.yml/.json): offline with --nodes; for explain alone, "
-                   "the workload from its manifest judged against the cluster")
-
-
-def add_parsers(sub: Any) -> None:
-    """Add the `audit` and `explain` subcommands to the `vramgate` parser."""
-    a = sub.add_parser("audit", help="judge what already runs (or manifests offline); exit 1 if anything fails")
-    add_cluster_args(a, all_namespaces=True)
-    _offline_args(a)
-    a.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
-    a.set_defaults(func=cmd_audit)
-
-    e = sub.add_parser("explain", help="why a GPU workload is rejected or Pending, and the change that would "
-                       "place it")
-    e.add_argument("target", nargs="+", metavar="KIND/NAME", help="e.g. deployment/llama, pod/llama-0, lws/big")
-    add_cluster_args(e)
-    _offline_args(e)  # -f alone: the workload from its manifest, the nodes and events from the cluster
-    e.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
-    e.set_defaults(func=cmd_explain)

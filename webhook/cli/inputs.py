@@ -21,7 +21,7 @@ from ..cluster.dra import dra_view
 from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..kinds import Runtimes
-from ..kube.manifests import ManifestError, flatten
+from ..kube.manifests import LOADER, ManifestError, flatten
 
 
 @dataclass(frozen=True)
@@ -56,29 +56,54 @@ def read_documents(path: str | Path) -> tuple[list[Located], list[str]]:
     A broken document (a ``{{HF_TOKEN}}`` placeholder Secret at the end of a published file) costs only itself:
     the file is first read whole, as YAML reads it; when that fails, document by document.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    text = read_text(path)
     name = str(path)
     try:
         if text.lstrip().startswith(("{", "[")):
             return [Located(name, 0, None, 1, obj) for obj in flatten(json.loads(text))], []
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-        docs = list(yaml.safe_load_all(text))
+        pairs = _load_all(text)
     except json.JSONDecodeError as exc:
         return [], [f"{name}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"]
     except (yaml.YAMLError, RecursionError):
         return _documents_one_by_one(name, text)
     out: list[Located] = []
     problems: list[str] = []
-    for i, (node, doc) in enumerate(zip(nodes, docs, strict=False)):
+    for i, (node, doc) in enumerate(pairs):
         _locate(name, i, node, doc, 0, out, problems)
     return out, problems
 
 
-# What people write is read by PyYAML's own SafeLoader: libyaml's C loader is faster but takes documents the
-# Python one refuses (a published RHOAI file's broken document), and check must say what kubectl users see.
+def read_text(path: str | Path) -> str:
+    """A manifest file's text; ManifestError when it cannot be read (absent, a folder, not UTF-8)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from exc
+
+
+def _load_all(text: str) -> list[tuple[Any, Any]]:
+    """Each document's node (for its lines) and its value, from one pass of the loader: the node is composed
+    once and constructed from, as ``safe_load_all`` does inside, instead of scanning the text twice."""
+    loader = LOADER(text)
+    try:
+        pairs = []
+        while loader.check_node():
+            node = loader.get_node()
+            pairs.append((node, loader.construct_document(node)))
+        return pairs
+    finally:
+        loader.dispose()
+
+
+def _load_one(text: str) -> tuple[Any, Any]:
+    loader = LOADER(text)
+    try:
+        node = loader.get_single_node()
+        return node, (loader.construct_document(node) if node is not None else None)
+    finally:
+        loader.dispose()
+
+
 _DOCUMENT_START = re.compile(r"^---(?:[ \t].*)?$", re.MULTILINE)
 
 
@@ -93,8 +118,7 @@ def _documents_one_by_one(name: str, text: str) -> tuple[list[Located], list[str
         if not any(line.strip() and not line.lstrip().startswith(("#", "---")) for line in chunk.splitlines()):
             continue  # comments or an empty marker: no document
         try:
-            node = yaml.compose(chunk, Loader=yaml.SafeLoader)
-            doc = yaml.safe_load(chunk)
+            node, doc = _load_one(chunk)
         except RecursionError:
             # Nested past Python's recursion limit (a 5,000-deep flow sequence): unreadable, not a crash.
             problems.append(f"{name}:{offset + 1}:1: document {index} is not valid YAML (nested too deep); "

@@ -1,399 +1,118 @@
-"""The `vramgate` command line: serve, check, estimate, nodes, models and certs."""
+"""The `vramgate` command line: its parser, and the command a call names, imported only when it runs."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
-import os
+import importlib
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import yaml
+from ..kube.kubectl import add_cluster_args
 
-from ..cluster.snapshot import Snapshot, snapshot_from_nodes
-from ..config import Config, ConfigError, load_config
-from ..engines import ENGINES, engines, estimate, training_engine
-from ..engines.base import parse_version
-from ..engines.precision import resolve_precision
-from ..kube.manifests import ManifestError, load_inventory
-from ..models.catalog import (
-    Catalog,
-    ConfigImportError,
-    ModelSpec,
-    computed_params,
-    entry_from_hf_config,
-)
-from ..models.vram import EstimateRequest
-from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
-from ..units.precision import canonical
-from ..units.quantity import QuantityError, parse_count, parse_positive_int
-from .audit import add_parsers as add_audit_parsers
-from .common import EXIT_BAD_INPUT, EXIT_OK, UsageError, catalog_for
+if TYPE_CHECKING:
+    from ..config import Config
 
 
-def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
-    if getattr(args, "nodes", None):
-        nodes, dra = load_inventory(args.nodes)
-        return snapshot_from_nodes(nodes, config, dra=dra)
-    kubeconfig = getattr(args, "kubeconfig", None)
-    default = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    if kubeconfig is None and not Path(default.split(os.pathsep)[0]).exists():
-        raise UsageError("no inventory: pass --nodes FILE or --kubeconfig PATH")
-    from ..kube.nodecache import live_snapshot
-
-    try:  # listed once as the service lists (kube/nodecache.py): the same resource names, DRA, namespaces
-        return live_snapshot(config, kubeconfig)
-    except Exception as exc:  # the client raises many types; all mean "cluster unreachable"
-        raise UsageError(f"cannot list nodes: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+def _engines() -> ModuleType:
+    """The engine registry (for the engine choices of `estimate` and `fit`), imported when those parsers are built."""
+    return importlib.import_module("webhook.engines")
 
 
-def cmd_check(args: argparse.Namespace, config: Config) -> int:
-    from .inputs import read_documents
-    from .report import run_autofit, run_check
+def _precisions() -> str:
+    from ..units.precision import ACCEPTED
 
-    catalog = catalog_for(config)
-    if (args.dry_run or args.suggestion != 1) and not args.fix:
-        raise UsageError("--suggestion and --dry-run go with --fix")
-    if args.fix and args.output != "text":
-        raise UsageError("--fix prints a diff; -o json|yaml|junit|sarif lists the fixes without applying them")
-    if args.autofit and (args.fix or args.output != "text"):
-        raise UsageError("--autofit prints the diff autofit would make; it goes without --fix and -o")
-    if args.suggestion < 1:
-        raise UsageError("--suggestion: use 1 for the first fix, 2 for the second …")
-    for path in args.file:
-        read_documents(path)  # an unreadable file first (exit 2); a broken document is reported beside the rest
-    snapshot = _snapshot(args, config)
-    if args.autofit:
-        return run_autofit(args.file, snapshot, config, catalog)
-    return run_check(args.file, args.output, snapshot, config, catalog, fix=args.fix,
-                     suggestion=args.suggestion, dry_run=args.dry_run, explain=args.explain)
+    return ACCEPTED
 
 
-def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
-    catalog = catalog_for(config)
-    spec = None
-    in_id: str | None = None
-    if args.model:
-        found = catalog.resolve(args.model)
-        spec, in_id = (found.spec, found.quantization) if found else (None, None)
-        if spec is None and args.params is None:
-            raise UsageError(f"unknown model {args.model!r}: not in the catalog; pass --params (e.g. 15B)")
-    try:
-        params = parse_count(args.params) if args.params else spec.params  # type: ignore[union-attr]
-    except QuantityError as exc:
-        raise UsageError(f"--params: {exc}; use a count such as 15B, 7.6b, 350M or 1.5e9") from None
-    if args.precision and canonical(args.precision) is None:
-        raise UsageError(f"--precision: {args.precision!r} is not a precision; use {PRECISIONS_ACCEPTED}")
-    try:
-        context = parse_positive_int(args.context) if args.context else None
-        batch = parse_positive_int(args.batch)
-        gpus = parse_positive_int(args.gpus)
-    except QuantityError as exc:
-        raise UsageError(str(exc)) from None
-    if context is None:
-        context = spec.context if spec else 4096
-        if args.workload == "training":
-            context = min(context, 2048)
-    engine = args.engine or (training_engine().name if args.workload == "training" else "vllm")
-    precision, _ = resolve_precision([(args.precision, "--precision"), (in_id, "model id")], spec, args.workload,
-                                     engine)
-    version = parse_version(args.engine_version) if args.engine_version else None
-    if args.engine_version and version is None:
-        raise UsageError(f"--engine-version: {args.engine_version!r} is not a version; use e.g. 0.8.5")
-    est = estimate(EstimateRequest(
-        params=params, precision=precision, spec=spec, context=context, batch=batch, gpus=gpus,
-        workload=args.workload, kv_cache_dtype=args.kv_cache_dtype, engine=engine, engine_version=version,
-    ))
-    if args.json:
-        print(json.dumps({
-            "model": spec.name if spec else None,
-            "params": params,
-            "precision": precision,
-            "context": context,
-            "batch": batch,
-            "workload": args.workload,
-            "gpus": gpus,
-            "total_mib": est.total_mib,
-            "per_gpu_mib": est.per_gpu_mib,
-            "kv_bytes_per_token": est.kv_bytes_per_token,
-            "architecture_known": est.shape_known,
-            "breakdown": est.breakdown(),
-            "engine": est.engine,
-            "low_per_gpu_mib": est.low_per_gpu_mib,
-            "high_per_gpu_mib": est.high_per_gpu_mib,
-            "notes": list(est.notes),
-        }, indent=2))
-        return EXIT_OK
-    name = spec.name if spec else "custom model"
-    print(f"{name}: {params / 1e9:.3g}B parameters, {precision}, {args.workload}, context {context}, "
-          f"batch {batch}, {gpus} GPU{'s' if gpus > 1 else ''}")
-    rows = [(k.removesuffix("_mib").replace("_", " "), v) for k, v in est.breakdown().items()]
-    for label, mib in rows:
-        print(f"  {label:<12} {mib / 1024:>9.2f} GiB")
-    print(f"  {'total':<12} {est.total_mib / 1024:>9.2f} GiB")
-    print(f"  {'per GPU':<12} {est.per_gpu_mib / 1024:>9.2f} GiB  (band {est.low_per_gpu_mib / 1024:.2f}–"
-          f"{est.high_per_gpu_mib / 1024:.2f} GiB, {est.engine})")
-    for note in est.notes:
-        print(f"  {note}")
-    if not est.shape_known:
-        print("  (architecture unknown: KV cache from a Llama-style fallback shape)")
-    return EXIT_OK
+def _inventory_args(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--nodes", help="file of Node objects (kubectl get nodes -o yaml)")
+    group.add_argument("--kubeconfig", help="read nodes from a cluster")
 
 
-def cmd_nodes(args: argparse.Namespace, config: Config) -> int:
-    snapshot = _snapshot(args, config)
-    header = ("NAME", "PRODUCT", "GPUS", "VRAM/GPU", "SOURCE", "FREE", "DRIVER", "HEALTH", "REASON")
-    rows = [header]
-    for n in sorted(snapshot.nodes.values(), key=lambda n: n.name):
-        if not n.is_gpu_node:
-            continue
-        rows.append((
-            n.name,
-            n.product or "-",
-            f"{n.allocatable}/{n.capacity}",
-            f"{n.vram_mib / 1024:.1f}Gi" if n.vram_mib else "?",
-            n.vram_source,
-            str(snapshot.free_gpus(n.name)),
-            str(n.driver_major) if n.driver_major is not None else "-",
-            n.health,
-            n.health_reason,
-        ))
-    _print_table(rows, "(no GPU nodes)")
-    return EXIT_OK
+def _offline_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nodes", metavar="FILE", help="offline: Node objects (kubectl get nodes -o yaml) instead of "
+                   "a cluster; needs -f")
+    p.add_argument("-f", "--file", nargs="+", action="extend", metavar="FILE|DIR",
+                   help="manifests (files or folders of .yaml/.yml/.json): offline with --nodes; for explain alone, "
+                   "the workload from its manifest judged against the cluster")
 
 
-def _print_table(rows: Sequence[Sequence[str]], empty: str) -> None:
-    """Left-aligned columns, the first row the header; ``empty`` when there is nothing under it."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
-    if len(rows) == 1:
-        print(empty)
+def _serve(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nodes", metavar="FILE",
+                   help="serve a fixed inventory from this file of Node objects instead of a cluster")
+    p.add_argument("--config", dest="config_sub", metavar="FILE", help="YAML config file (see webhook/config.py)")
+    p.add_argument("--role", choices=["all", "webhook", "extender", "controller"], default="all",
+                   help="what this process serves: admission (/mutate, /validate), the scheduler extender, "
+                   "the GPU health controller, or all (default)")
+    p.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
+    p.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
+    p.add_argument("--tls-cert", metavar="FILE", default="certs/tls.crt",
+                   help="PEM certificate chain, reloaded on change (default certs/tls.crt)")
+    p.add_argument("--tls-key", metavar="FILE", default="certs/tls.key",
+                   help="PEM private key, reloaded on change (default certs/tls.key)")
+    p.add_argument("--kubeconfig", metavar="PATH",
+                   help="kubeconfig for cluster mode (default: in-cluster, then ~/.kube/config)")
+    p.add_argument("--dev", action="store_true", help="create a self-signed CA and serving cert under certs/ "
+                   "if missing")
 
 
-def _spec_row(spec: ModelSpec) -> dict[str, Any]:
-    return {
-        "name": spec.name,
-        "family": spec.family,
-        "task": spec.task,
-        "params": spec.params,
-        "active_params": spec.active_params,
-        "dtype": spec.dtype,
-        "context": spec.context,
-        "kv_bytes_per_token": spec.kv_elements_per_token() * 2,
-        "vision": bool(spec.vision_params),
-        "verified": spec.verified,
-    }
+def _check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--file", nargs="+", required=True, action="extend", help="manifest files (YAML/JSON)")
+    p.add_argument("--explain", action="store_true",
+                   help="also print where each input came from (annotation, flag, env, catalog, engine default)")
+    _inventory_args(p)
+    p.add_argument("-o", "--output", choices=["text", "json", "yaml", "junit", "sarif"], default="text",
+                   help="text (default), or machine-readable results with fixes as JSON Patches")
+    p.add_argument("--fix", action="store_true",
+                   help="rewrite the files in place with a checked fix for each rejection; print the diff")
+    p.add_argument("--suggestion", type=int, default=1, metavar="N",
+                   help="with --fix: apply the Nth offered fix of each rejection (default 1)")
+    p.add_argument("--dry-run", action="store_true", help="with --fix: print the diff, change nothing")
+    p.add_argument("--autofit", action="store_true",
+                   help="print, as a diff, what autofit (vramgate.io/autofit) would change in each rejected "
+                   "workload, opted in or not; files are not changed. Exit 0 when every workload is then "
+                   "admitted, 1 when some has no eligible fix")
 
 
-def _models_list(catalog: Catalog, family: str | None, output: str) -> int:
-    specs = [s for s in catalog if family is None or (s.family or "").lower() == family.lower()]
-    if output == "json":
-        print(json.dumps([_spec_row(s) for s in specs], indent=2))
-        return EXIT_OK
-    header = ("NAME", "FAMILY", "TASK", "PARAMS", "ACTIVE", "DTYPE", "CONTEXT", "KV/TOKEN", "VISION")
-    rows = [header]
-    for s in specs:
-        rows.append((
-            s.name, s.family or "-", s.task, f"{s.params / 1e9:.3g}B",
-            f"{s.active_params / 1e9:.3g}B" if s.active_params else "-", s.dtype, str(s.context),
-            f"{s.kv_elements_per_token() * 2 / 1024:.0f}KiB", "yes" if s.vision_params else "-",
-        ))
-    _print_table(rows, "(no models)")
-    return EXIT_OK
-
-
-def _models_show(catalog: Catalog, name: str) -> int:
-    found = catalog.resolve(name)
-    if found is None:
-        raise UsageError(f"{name!r} is not in the catalog; see `vramgate models list`, or import its config.json")
-    spec = found.spec
-    entry: dict[str, Any] = {}
-    for f in dataclasses.fields(spec):
-        value = getattr(spec, f.name)
-        if value is None or (f.name == "aliases" and not value):
-            continue
-        entry[f.name] = list(value) if isinstance(value, tuple) else value
-    entry["matched"] = {"reference": name, "how": found.how, "quantization": found.quantization}
-    derived: dict[str, Any] = {
-        "kv_elements_per_token": spec.kv_elements_per_token(),
-        "kv_bytes_per_token_16bit": spec.kv_elements_per_token() * 2,
-        "kv_bytes_full_context_16bit": spec.kv_elements_for(spec.context) * 2,
-        "embedding_params": spec.embedding_params,
-    }
-    try:
-        derived["computed_params"] = round(computed_params(spec))
-        if spec.experts:
-            derived["computed_active_params"] = round(computed_params(spec, active=True))
-    except ValueError:
-        pass
-    entry["derived"] = derived
-    print(yaml.safe_dump(entry, sort_keys=False, width=120), end="")
-    return EXIT_OK
-
-
-def _models_import(path: str, name: str | None) -> int:
-    p = Path(path)
-    config_path = p / "config.json" if p.is_dir() else p
-    if not config_path.is_file():
-        raise UsageError(f"no config.json at {path}")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{config_path} is not JSON: {exc}") from None
-    index = None
-    index_path = config_path.parent / "model.safetensors.index.json"
-    if index_path.is_file():
-        try:
-            index = json.loads(index_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{index_path} is not JSON: {exc}") from None
-    quant_path = config_path.parent / "quantization_config.json"
-    if isinstance(config, dict) and "quantization_config" not in config and quant_path.is_file():
-        try:
-            config["quantization_config"] = json.loads(quant_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{quant_path} is not JSON: {exc}") from None
-    try:
-        entry = entry_from_hf_config(config, index, name)
-    except ConfigImportError as exc:
-        raise UsageError(f"{config_path}: {exc}") from None
-    print(f"# {entry['name']}: imported from {config_path}"
-          + (f" and {index_path.name}" if index else "") + "; check and set verified: true")
-    print(yaml.safe_dump({"models": [entry]}, sort_keys=False, width=120), end="")
-    return EXIT_OK
-
-
-def cmd_models(args: argparse.Namespace, config: Config) -> int:
-    if args.models_command == "list":
-        return _models_list(catalog_for(config), args.family, args.output)
-    if args.models_command == "show":
-        return _models_show(catalog_for(config), args.name)
-    return _models_import(args.path, args.name)
-
-
-def cmd_fit(args: argparse.Namespace, config: Config) -> int:
-    from ..advise import fit
-
-    try:
-        req, util, name = fit.request_for(
-            catalog_for(config), args.model, config, engine=args.engine, engine_version=args.engine_version,
-            precision=args.precision, context=args.context, kv_cache_dtype=args.kv_cache_dtype,
-            utilization=args.gpu_memory_utilization)
-    except fit.FitError as exc:
-        raise UsageError(str(exc)) from None
-    if args.nodes or args.kubeconfig:
-        snapshot = _snapshot(args, config)
-        kinds = fit.kinds_of(snapshot.nodes.values(), dict(snapshot.free))
-        where = f"inventory {args.nodes or 'from the cluster'}"
-    else:
-        kinds, where = fit.common_kinds(), "built-in list of common GPUs, 8 per node"
-    result = fit.plan(req, kinds, util, name, where, by_gpu=args.gpu_memory_utilization is None)
-    if args.output == "json":
-        print(json.dumps(fit.render_json(result), indent=2))
-    else:
-        print(fit.render_table(result))
-    return EXIT_OK
-
-
-def cmd_serve(args: argparse.Namespace, config: Config) -> int:
-    from ..serve.server import serve
-
-    return serve(args, config)
-
-
-def cmd_certs(args: argparse.Namespace, config: Config) -> int:
-    from ..tls.certs import cmd_certs_init
-
-    return cmd_certs_init(args)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="vramgate",
-        description="Keep GPU workloads off GPUs that cannot hold them: admission webhook, scheduler extender, "
-        "GPU health controller, and offline checks.",
-    )
-    parser.add_argument("--config", help="YAML config file (default: built-in defaults)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    serve = sub.add_parser("serve", help="run the HTTPS service (webhook, extender, controller)")
-    serve.add_argument("--nodes", metavar="FILE",
-                       help="serve a fixed inventory from this file of Node objects instead of a cluster")
-    serve.add_argument("--config", dest="config_sub", metavar="FILE", help="YAML config file (see webhook/config.py)")
-    serve.add_argument("--role", choices=["all", "webhook", "extender", "controller"], default="all",
-                       help="what this process serves: admission (/mutate, /validate), the scheduler extender, "
-                       "the GPU health controller, or all (default)")
-    serve.add_argument("--host", default="0.0.0.0", help="listen address (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
-    serve.add_argument("--tls-cert", metavar="FILE", default="certs/tls.crt",
-                       help="PEM certificate chain, reloaded on change (default certs/tls.crt)")
-    serve.add_argument("--tls-key", metavar="FILE", default="certs/tls.key",
-                       help="PEM private key, reloaded on change (default certs/tls.key)")
-    serve.add_argument("--kubeconfig", metavar="PATH",
-                       help="kubeconfig for cluster mode (default: in-cluster, then ~/.kube/config)")
-    serve.add_argument("--dev", action="store_true", help="create a self-signed CA and serving cert under certs/ "
-                       "if missing")
-    serve.set_defaults(func=cmd_serve)
-
-    check = sub.add_parser("check", help="the verdict admission would give, offline, for workloads in manifests")
-    check.add_argument("-f", "--file", nargs="+", required=True, action="extend", help="manifest files (YAML/JSON)")
-    check.add_argument("--explain", action="store_true",
-                       help="also print where each input came from (annotation, flag, env, catalog, engine default)")
-    _inventory_args(check)
-    check.add_argument("-o", "--output", choices=["text", "json", "yaml", "junit", "sarif"], default="text",
-                       help="text (default), or machine-readable results with fixes as JSON Patches")
-    check.add_argument("--fix", action="store_true",
-                       help="rewrite the files in place with a checked fix for each rejection; print the diff")
-    check.add_argument("--suggestion", type=int, default=1, metavar="N",
-                       help="with --fix: apply the Nth offered fix of each rejection (default 1)")
-    check.add_argument("--dry-run", action="store_true", help="with --fix: print the diff, change nothing")
-    check.add_argument("--autofit", action="store_true",
-                       help="print, as a diff, what autofit (vramgate.io/autofit) would change in each rejected "
-                            "workload, opted in or not; files are not changed. Exit 0 when every workload is then "
-                            "admitted, 1 when some has no eligible fix")
-    check.set_defaults(func=cmd_check)
-
-    est = sub.add_parser("estimate", help="VRAM breakdown for a model")
-    who = est.add_mutually_exclusive_group(required=True)
+def _estimate(p: argparse.ArgumentParser) -> None:
+    who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", help="catalog name or hub id, e.g. llama-3-8b-instruct")
     who.add_argument("--params", help="parameter count, e.g. 15B")
-    est.add_argument("--precision", help=f"weight precision: {PRECISIONS_ACCEPTED} (default: the model's dtype)")
-    est.add_argument("--context", help="tokens per sequence (default: the model's full context)")
-    est.add_argument("--batch", default="1", help="concurrent sequences (default 1)")
-    est.add_argument("--gpus", default="1", help="GPUs the model is split over (default 1)")
-    est.add_argument("--workload", choices=["inference", "training"], default="inference")
-    est.add_argument("--kv-cache-dtype", help="KV cache dtype when it differs from the weights, e.g. fp8")
-    est.add_argument("--engine", choices=list(ENGINES),
-                     help="engine whose allocation rules apply (default: vllm for inference, trainer for training)")
-    est.add_argument("--engine-version", help="engine release, e.g. 0.8.5 (default: the newest modelled)")
-    est.add_argument("--json", action="store_true", help="print one JSON object")
-    est.set_defaults(func=cmd_estimate)
+    p.add_argument("--precision", help=f"weight precision: {_precisions()} (default: the model's dtype)")
+    p.add_argument("--context", help="tokens per sequence (default: the model's full context)")
+    p.add_argument("--batch", default="1", help="concurrent sequences (default 1)")
+    p.add_argument("--gpus", default="1", help="GPUs the model is split over (default 1)")
+    p.add_argument("--workload", choices=["inference", "training"], default="inference")
+    p.add_argument("--kv-cache-dtype", help="KV cache dtype when it differs from the weights, e.g. fp8")
+    p.add_argument("--engine", choices=list(_engines().ENGINES),
+                   help="engine whose allocation rules apply (default: vllm for inference, trainer for training)")
+    p.add_argument("--engine-version", help="engine release, e.g. 0.8.5 (default: the newest modelled)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    nodes = sub.add_parser("nodes", help="table of GPU nodes: product, count, VRAM, free GPUs, driver, health")
-    _inventory_args(nodes)
-    nodes.set_defaults(func=cmd_nodes)
 
-    fitp = sub.add_parser("fit", help="where a model fits: per GPU kind, the fewest GPUs, the largest context, "
-                          "the concurrency, the launch flags")
-    fitp.add_argument("--model", required=True, help="catalog name, hub id, quantized repo or Ollama tag")
-    fitp.add_argument("--engine", default="vllm", help="serving engine: vllm (default), "
-                      + ", ".join(e.name for e in engines() if e.serves and e.name != "vllm"))
-    fitp.add_argument("--engine-version", help="engine release, e.g. 0.8.5 (default: the newest modelled)")
-    fitp.add_argument("--precision", help=f"weight precision: {PRECISIONS_ACCEPTED} (default: the model's dtype)")
-    fitp.add_argument("--kv-cache-dtype", help="KV cache dtype when it differs from the weights, e.g. fp8")
-    fitp.add_argument("--context", help="tokens per sequence (default: the model's full context, as vLLM does)")
-    fitp.add_argument("--gpu-memory-utilization", help="share of each GPU the engine may use "
-                      "(default: as admission assumes, 0.9 for vLLM)")
-    fitp.add_argument("-o", "--output", choices=["table", "json"], default="table")
-    _inventory_args(fitp)
-    fitp.set_defaults(func=cmd_fit)
+def _nodes(p: argparse.ArgumentParser) -> None:
+    _inventory_args(p)
 
-    models = sub.add_parser("models", help="the model catalog: list, show an entry, import a config.json")
-    models_sub = models.add_subparsers(dest="models_command", required=True)
+
+def _fit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="catalog name, hub id, quantized repo or Ollama tag")
+    p.add_argument("--engine", default="vllm", help="serving engine: vllm (default), "
+                   + ", ".join(e.name for e in _engines().engines() if e.serves and e.name != "vllm"))
+    p.add_argument("--engine-version", help="engine release, e.g. 0.8.5 (default: the newest modelled)")
+    p.add_argument("--precision", help=f"weight precision: {_precisions()} (default: the model's dtype)")
+    p.add_argument("--kv-cache-dtype", help="KV cache dtype when it differs from the weights, e.g. fp8")
+    p.add_argument("--context", help="tokens per sequence (default: the model's full context, as vLLM does)")
+    p.add_argument("--gpu-memory-utilization", help="share of each GPU the engine may use "
+                   "(default: as admission assumes, 0.9 for vLLM)")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    _inventory_args(p)
+
+
+def _models(p: argparse.ArgumentParser) -> None:
+    models_sub = p.add_subparsers(dest="models_command", required=True)
     mlist = models_sub.add_parser("list", help="catalog entries, one a line")
     mlist.add_argument("--family", help="only this family, e.g. qwen2.5, llama4, gpt-oss")
     mlist.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -404,10 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(a file, or a folder with config.json and model.safetensors.index.json)")
     mimport.add_argument("path")
     mimport.add_argument("--name", help="hub id or name for the entry (default: the config's _name_or_path)")
-    models.set_defaults(func=cmd_models)
 
-    certs = sub.add_parser("certs", help="certificates for the webhook")
-    certs_sub = certs.add_subparsers(dest="certs_command", required=True)
+
+def _certs(p: argparse.ArgumentParser) -> None:
+    certs_sub = p.add_subparsers(dest="certs_command", required=True)
     init = certs_sub.add_parser("init", help="write a CA and serving cert; print the base64 caBundle")
     init.add_argument("--service", required=True)
     init.add_argument("--namespace", required=True)
@@ -415,26 +134,87 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="overwrite existing files")
     init.add_argument("--key-type", choices=["ecdsa", "rsa"], default="ecdsa")
     init.add_argument("--days", type=int, default=365, help="serving cert validity (CA: 10 years)")
-    init.set_defaults(func=cmd_certs)
 
-    add_audit_parsers(sub)  # audit, explain
+
+def _audit(p: argparse.ArgumentParser) -> None:
+    add_cluster_args(p, all_namespaces=True)
+    _offline_args(p)
+    p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+
+
+def _explain(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", nargs="+", metavar="KIND/NAME", help="e.g. deployment/llama, pod/llama-0, lws/big")
+    add_cluster_args(p)
+    _offline_args(p)  # -f alone: the workload from its manifest, the nodes and events from the cluster
+    p.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+
+
+# name → (one-line help, its arguments, "module:function" that runs it)
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
+    "serve": ("run the HTTPS service (webhook, extender, controller)", _serve, "commands:cmd_serve"),
+    "check": ("the verdict admission would give, offline, for workloads in manifests", _check,
+              "commands:cmd_check"),
+    "estimate": ("VRAM breakdown for a model", _estimate, "commands:cmd_estimate"),
+    "nodes": ("table of GPU nodes: product, count, VRAM, free GPUs, driver, health", _nodes, "commands:cmd_nodes"),
+    "fit": ("where a model fits: per GPU kind, the fewest GPUs, the largest context, the concurrency, the launch "
+            "flags", _fit, "commands:cmd_fit"),
+    "models": ("the model catalog: list, show an entry, import a config.json", _models, "commands:cmd_models"),
+    "certs": ("certificates for the webhook", _certs, "commands:cmd_certs"),
+    "audit": ("judge what already runs (or manifests offline); exit 1 if anything fails", _audit,
+              "audit:cmd_audit"),
+    "explain": ("why a GPU workload is rejected or Pending, and the change that would place it", _explain,
+                "audit:cmd_explain"),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``only``, the arguments of that command alone (the others listed by name and help),
+    so that ``vramgate --help`` and each command start without importing what the others need."""
+    parser = argparse.ArgumentParser(
+        prog="vramgate",
+        description="Keep GPU workloads off GPUs that cannot hold them: admission webhook, scheduler extender, "
+        "GPU health controller, and offline checks.",
+    )
+    parser.add_argument("--config", help="YAML config file (default: built-in defaults)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (text, add, target) in _COMMANDS.items():
+        p = sub.add_parser(name, help=text)
+        if only is None or only == name:
+            add(p)
+        p.set_defaults(func=target)
     return parser
 
 
-def _inventory_args(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--nodes", help="file of Node objects (kubectl get nodes -o yaml)")
-    group.add_argument("--kubeconfig", help="read nodes from a cluster")
+def _command_named(argv: Sequence[str]) -> str:
+    """The command an argument list names ("" when none does: top-level help, or a usage error)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--config":
+            skip = True
+        elif not arg.startswith("-"):
+            return arg if arg in _COMMANDS else ""
+    return ""
+
+
+def _run(target: str, args: argparse.Namespace, config: Config) -> int:
+    module, name = target.split(":")
+    func: Callable[[argparse.Namespace, Any], int] = getattr(importlib.import_module(f"webhook.cli.{module}"), name)
+    return func(args, config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(only=_command_named(argv)).parse_args(argv)
+    from ..config import ConfigError, load_config
+    from ..kube.manifests import ManifestError
+    from .common import EXIT_BAD_INPUT, UsageError
+
     config_path = getattr(args, "config_sub", None) or args.config
     try:
         config = load_config(config_path)
-        result: int = args.func(args, config)
-        return result
+        return _run(args.func, args, config)
     except (UsageError, ManifestError, ConfigError) as exc:
         print(f"vramgate {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,4 +1,4 @@
-"""`make bench`: every benchmark, one table each — micro, extender, memory, admission under load."""
+"""`make bench`: every benchmark, one table each — accuracy, CLI, micro, extender, memory, admission under load."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import platform
 import time
 
-from . import accuracy, admission_bench, extender_bench, micro, request_path, rss
+from . import accuracy, admission_bench, cli, extender_bench, micro, request_path, rss
 
 
 def main() -> None:
@@ -16,6 +16,8 @@ def main() -> None:
     found, outcomes, _, _ = accuracy.collect()
     print(accuracy.table(found, by_band=False), "\n")
     print(accuracy.outcome_table(outcomes), "\n")
+    print("## The CLI as a pre-commit hook runs it: whole processes, start-up included (python -m bench.cli)\n")
+    print(cli.table(), "\n")
     print("## Decision core (in-process)\n")
     print(micro.table(), "\n")
     print("## Scheduler extender: server time per call (in-process, raw bytes in → bytes out)\n")

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cluster.accelerators import NVIDIA, resources_of_vendors, vendor_of
+from ..cluster.accelerators import NVIDIA, resource_of, resources_of_vendors, vendor_of
 from ..cluster.dra import DraView, Request, pod_claims
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
@@ -90,6 +90,9 @@ class Demand:
     picked_context: tuple[int, str] | None = None
     # Whose GPUs it asks: "nvidia" (config.labels.gpu_resource), else a vendor of webhook/data/accelerators.yaml.
     vendor: str = NVIDIA
+    # The resource its pods ask for that vendor's GPUs (``amd.com/gpu``; the config's for NVIDIA): what
+    # suggestions and mutations name.
+    gpu_resource: str = "nvidia.com/gpu"
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -486,7 +489,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
             sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (),
-            unknown_model=unknown_model, mig=mig, vendor=vendor, **kw,
+            unknown_model=unknown_model, mig=mig, vendor=vendor,
+            gpu_resource=resource_of(vendor, config.labels.gpu_resource), **kw,
         )
 
     if explicit is not None:

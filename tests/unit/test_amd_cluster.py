@@ -160,3 +160,16 @@ def test_unknown_amd_memory_names_the_labeller() -> None:
     said = " ".join(j.warnings)
     assert j.allowed and "not checked" in said
     assert "amd.com/gpu.vram" in said and "GPU Feature Discovery" not in said, said
+
+
+def test_rocm_image_tags_name_vllms_release() -> None:
+    from webhook.engines.vllm import rocm_version
+
+    assert rocm_version("rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521") == (0, 8, 5)
+    assert rocm_version("rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4") == (0, 6, 4)
+    assert rocm_version("rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0") == (0, 23, 0)
+    assert rocm_version("rocm/vllm-dev:nightly") is None and rocm_version("vllm/vllm-openai:v0.8.5") is None
+    # Through a pod: the estimate is vLLM 0.8.5's, not the newest release's.
+    j = judge(_pod(LLAMA_70B), snapshot_from_nodes(_nodes("nodes-amd.yaml"), CFG), CFG, builtin_catalog())
+    assert j.demand is not None and j.demand.estimate is not None
+    assert "vllm 0.8.5" in j.demand.summary(), j.demand.summary()

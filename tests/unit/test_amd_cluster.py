@@ -173,3 +173,11 @@ def test_rocm_image_tags_name_vllms_release() -> None:
     j = judge(_pod(LLAMA_70B), snapshot_from_nodes(_nodes("nodes-amd.yaml"), CFG), CFG, builtin_catalog())
     assert j.demand is not None and j.demand.estimate is not None
     assert "vllm 0.8.5" in j.demand.summary(), j.demand.summary()
+
+
+def test_hip_visible_devices_naming_more_gpus_than_asked_is_warned() -> None:
+    pod = _pod(LLAMA_70B, env=[{"name": "HIP_VISIBLE_DEVICES", "value": "0,1,2,3"}])
+    j = judge(pod, snapshot_from_nodes(_nodes("nodes-amd.yaml"), CFG), CFG, builtin_catalog())
+    assert j.allowed
+    assert any("HIP_VISIBLE_DEVICES lists 4 devices but the container requests 1 amd.com/gpu" in w
+               for w in j.warnings), j.warnings

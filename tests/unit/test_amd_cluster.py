@@ -181,3 +181,19 @@ def test_hip_visible_devices_naming_more_gpus_than_asked_is_warned() -> None:
     assert j.allowed
     assert any("HIP_VISIBLE_DEVICES lists 4 devices but the container requests 1 amd.com/gpu" in w
                for w in j.warnings), j.warnings
+
+
+def test_fp8_on_gpus_without_fp8_compute_is_warned_never_rejected() -> None:
+    fp8 = ["--model", "Qwen/Qwen3-32B-FP8", "--max-model-len", "8192"]
+    on_mi210 = judge(_pod(fp8), snapshot_from_nodes([_mi210()], CFG), CFG, builtin_catalog())
+    assert on_mi210.allowed
+    assert any("AMD_Instinct_MI210, which has no FP8 compute" in w for w in on_mi210.warnings), on_mi210.warnings
+    # MI300X has FP8 (e4m3fnuz, one byte as e4m3fn): no warning, and the same weights as on any FP8 GPU.
+    on_mi300 = judge(_pod(fp8), snapshot_from_nodes(_nodes("nodes-amd.yaml"), CFG), CFG, builtin_catalog())
+    assert on_mi300.allowed and not any("FP8 compute" in w for w in on_mi300.warnings), on_mi300.warnings
+    assert on_mi300.demand is not None and on_mi210.demand is not None
+    assert on_mi300.demand.weights_mib == on_mi210.demand.weights_mib
+    # bf16 on the MI210: nothing to say.
+    tp4 = _pod([*LLAMA_70B, "--tensor-parallel-size", "4"], gpus=4)
+    bf16 = judge(tp4, snapshot_from_nodes([_mi210()], CFG), CFG, builtin_catalog())
+    assert bf16.allowed and not any("FP8 compute" in w for w in bf16.warnings)

@@ -29,6 +29,7 @@ class Vendor:
     partitions: dict[str, int]
     products: tuple[tuple[str, int, str], ...]  # (token, MiB of one device, source), longest token first
     fault_taints: tuple[str, ...] = ()  # taint keys its operator puts on a node whose GPUs failed
+    no_fp8_compute: tuple[str, ...] = ()  # product tokens without FP8 compute (upper case)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def vendors() -> tuple[Vendor, ...]:
                           memory_labels=tuple(row.get("memory_labels") or ()),
                           partition_labels=tuple(row.get("partition_labels") or ()),
                           partitions={str(k).lower(): int(v) for k, v in (row.get("partitions") or {}).items()},
-                          products=tuple(products), fault_taints=tuple(row.get("fault_taints") or ())))
+                          products=tuple(products), fault_taints=tuple(row.get("fault_taints") or ()),
+                          no_fp8_compute=tuple(str(t).upper() for t in row.get("no_fp8_compute") or ())))
     return tuple(out)
 
 
@@ -122,6 +124,18 @@ def _label(labels: dict[str, str], keys: tuple[str, ...]) -> list[str]:
 def _gib(value: str) -> int:
     m = _GIB_RE.match(value.strip())
     return int(float(m.group(1)) * 1024) if m else 0
+
+
+def lacks_fp8(vendor: str, product: str) -> bool:
+    """Whether a listed vendor's GPU of this product has no FP8 compute (AMD's MI2xx: see accelerators.yaml)."""
+    found = vendor_named(vendor)
+    if found is None or not found.no_fp8_compute:
+        return False
+    return _product_token(found, product) in found.no_fp8_compute
+
+
+def _product_token(vendor: Vendor, product: str) -> str:
+    return product_mib(vendor, product)[1]
 
 
 def product_mib(vendor: Vendor, product: str) -> tuple[int, str]:

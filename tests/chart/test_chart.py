@@ -15,6 +15,7 @@ import yaml
 
 from tests.chart.conftest import Render
 from tests.chart.render import CHART, ROOT, HelmError, find, one, render_chart, run_helm, url_mode_values
+from webhook.cluster.accelerators import resources_of_vendors
 from webhook.config import Config, load_config
 from webhook.metrics import Metrics
 
@@ -594,7 +595,9 @@ def test_scheduler_configuration(render: Render, tmp_path: Path) -> None:
     assert ext["weight"] == 5 and ext["enableHTTPS"] is True
     assert ext["tlsConfig"] == {"insecure": True}
     assert ext["nodeCacheCapable"] is True
-    assert ext["managedResources"] == [{"name": "nvidia.com/gpu", "ignoredByScheduler": False}]
+    # Every vendor's GPU resource (webhook/data/accelerators.yaml): an amd.com/gpu pod is filtered by it too.
+    assert ext["managedResources"] == [{"name": r, "ignoredByScheduler": False}
+                                       for r in ("nvidia.com/gpu", *resources_of_vendors())]
     assert ext["ignorable"] is False and ext["httpTimeout"] == "5s"
     assert config_of(objs, tmp_path).admission.scheduler_name == "vramgate-scheduler"
 
@@ -902,6 +905,9 @@ def test_gpu_workloads_only_match_conditions(render: Render) -> None:
                      "object.spec.template.spec.containers"):
             assert f"has({path}) && {path}.exists(c" in expr
         assert expr.count("'nvidia.com/gpu' in c.resources.limits") == 6 and "t.key == 'nvidia.com/gpu'" in expr
+        # Pods asking another vendor's GPUs (amd.com/gpu) are sent too: every resource of the accelerator table.
+        for r in resources_of_vendors():
+            assert expr.count(f"'{r}' in c.resources.limits") == 6 and f"t.key == '{r}'" in expr, r
     off = render({"webhook": {"gpuWorkloadsOnly": False}}, namespace=NS)
     assert "matchConditions" not in one(off, "ValidatingWebhookConfiguration")["webhooks"][0]
 

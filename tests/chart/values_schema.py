@@ -178,6 +178,7 @@ def values_schema() -> Schema:
                 "failurePolicy": obj({"mutating": FAILURE_POLICY, "validating": FAILURE_POLICY}),
                 "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 10},
                 "gpuWorkloadsOnly": BOOL,
+                "acceleratorResources": {"type": "array", "items": STRING},
                 "unregisterOnUninstall": BOOL,
                 "excludedNamespaces": {"type": "array", "items": STRING},
                 "autofit": obj({"enabled": BOOL},

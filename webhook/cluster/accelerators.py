@@ -28,6 +28,8 @@ class Vendor:
     partition_labels: tuple[str, ...]
     partitions: dict[str, int]
     products: tuple[tuple[str, int, str], ...]  # (token, MiB of one device, source), longest token first
+    fault_taints: tuple[str, ...] = ()  # taint keys its operator puts on a node whose GPUs failed
+    no_fp8_compute: tuple[str, ...] = ()  # product tokens without FP8 compute (upper case)
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ def vendors() -> tuple[Vendor, ...]:
                           memory_labels=tuple(row.get("memory_labels") or ()),
                           partition_labels=tuple(row.get("partition_labels") or ()),
                           partitions={str(k).lower(): int(v) for k, v in (row.get("partitions") or {}).items()},
-                          products=tuple(products)))
+                          products=tuple(products), fault_taints=tuple(row.get("fault_taints") or ()),
+                          no_fp8_compute=tuple(str(t).upper() for t in row.get("no_fp8_compute") or ())))
     return tuple(out)
 
 
@@ -74,6 +77,39 @@ def resource_of(vendor: str, default: str) -> str:
     return next((v.resource for v in vendors() if v.name == vendor), default)
 
 
+@cache
+def fault_taints_of_vendors() -> frozenset[str]:
+    return frozenset(k for v in vendors() for k in v.fault_taints)
+
+
+def vendor_named(name: str) -> Vendor | None:
+    return next((v for v in vendors() if v.name == name), None)
+
+
+def memory_labels_of_vendors() -> tuple[str, ...]:
+    return tuple(k for v in vendors() for k in v.memory_labels)
+
+
+def partition_labels_of_vendors() -> tuple[str, ...]:
+    return tuple(k for v in vendors() for k in v.partition_labels)
+
+
+def memory_values_holding(vendor: Vendor, floor_mib: int) -> tuple[str, ...]:
+    """The values of the vendor's memory label, as its labeller writes them ("%dG": ``192G``), of every product in
+    the table with at least ``floor_mib`` MiB per GPU: what a node affinity can ask with ``In`` where no integer
+    label (``vramgate.io/gpu-memory-mib``) is there yet for ``Gt``. A partitioned GPU is left to that label."""
+    return tuple(f"{g}G" for g in sorted({mib // 1024 for _, mib, _ in vendor.products if mib >= floor_mib}))
+
+
+_MEMORY_MODES = ("nps1", "nps2", "nps4", "nps8")
+
+
+def partitioned_modes(vendor: Vendor) -> tuple[str, ...]:
+    """The partition label's values (``<compute>_<memory>``) of every mode that splits a GPU (``cpx_nps4``): where
+    the labeller's vram may be the whole GPU's, a node affinity on it alone would over-promise."""
+    return tuple(f"{mode}_{mem}" for mode, split in vendor.partitions.items() if split > 1 for mem in _MEMORY_MODES)
+
+
 def _label(labels: dict[str, str], keys: tuple[str, ...]) -> list[str]:
     """Values of the first key present: ``key: value``, else every ``key.<value>: <count>``."""
     for key in keys:
@@ -88,6 +124,18 @@ def _label(labels: dict[str, str], keys: tuple[str, ...]) -> list[str]:
 def _gib(value: str) -> int:
     m = _GIB_RE.match(value.strip())
     return int(float(m.group(1)) * 1024) if m else 0
+
+
+def lacks_fp8(vendor: str, product: str) -> bool:
+    """Whether a listed vendor's GPU of this product has no FP8 compute (AMD's MI2xx: see accelerators.yaml)."""
+    found = vendor_named(vendor)
+    if found is None or not found.no_fp8_compute:
+        return False
+    return _product_token(found, product) in found.no_fp8_compute
+
+
+def _product_token(vendor: Vendor, product: str) -> str:
+    return product_mib(vendor, product)[1]
 
 
 def product_mib(vendor: Vendor, product: str) -> tuple[int, str]:

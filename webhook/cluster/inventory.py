@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from ..config import Config, Labels
 from ..units.quantity import QuantityError, parse_gpu_memory_label
-from .accelerators import NVIDIA, node_vendor_gpus
+from .accelerators import NVIDIA, fault_taints_of_vendors, node_vendor_gpus
 from .cloud import cloud_gpu, why_unknown
 from .dra import SOURCE as DRA_SOURCE
 from .dra import Device, summarize
@@ -141,7 +141,7 @@ def fault_of(node: dict[str, Any], config: Config) -> str | None:
             return f"condition {cond['type']}=True" + (f" ({message[:80]})" if message else "")
     spec = node.get("spec") or {}
     taints = spec.get("taints") if isinstance(spec, dict) else None
-    fault_taints = set(config.health.fault_taints)
+    fault_taints = {*config.health.fault_taints, *fault_taints_of_vendors()}
     for taint in taints or []:
         if isinstance(taint, dict) and taint.get("key") in fault_taints and taint.get("effect") in (
             "NoSchedule", "NoExecute",

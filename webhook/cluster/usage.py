@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .accelerators import resources_of_vendors
+
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -35,6 +37,12 @@ def pod_gpus(pod: dict[str, Any], resource: str = "nvidia.com/gpu") -> int:
     return max(app, init)
 
 
+def pod_gpus_of(pod: dict[str, Any], resource: str = "nvidia.com/gpu") -> int:
+    """GPUs a pod holds of ``resource`` (the config's, NVIDIA's) or of any vendor in webhook/data/accelerators.yaml
+    (``amd.com/gpu``): a pod asks one vendor's, and a node's free GPUs are counted in its own vendor's."""
+    return pod_gpus(pod, resource) + sum(pod_gpus(pod, r) for r in resources_of_vendors() if r != resource)
+
+
 def holds_gpus(pod: dict[str, Any]) -> bool:
     """Whether a pod still holds its devices: bound to a node and not in a terminal phase."""
     spec = pod.get("spec") or {}
@@ -45,11 +53,11 @@ def holds_gpus(pod: dict[str, Any]) -> bool:
 
 
 def used_per_node(pods: Iterable[dict[str, Any]], resource: str = "nvidia.com/gpu") -> dict[str, int]:
-    """GPUs requested by non-terminal pods, per node name."""
+    """GPUs requested by non-terminal pods, per node name (each vendor's resource: :func:`pod_gpus_of`)."""
     used: dict[str, int] = {}
     for pod in pods:
         if holds_gpus(pod):
-            n = pod_gpus(pod, resource)
+            n = pod_gpus_of(pod, resource)
             if n:
                 node = pod["spec"]["nodeName"]
                 used[node] = used.get(node, 0) + n

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ..cluster.accelerators import NVIDIA
 from ..cluster.inventory import HealthState, NodeGPUs, classify, fault_of
 from ..config import Config
 from ..kube.events import event_body as new_event
@@ -270,7 +271,9 @@ class HealthTracker:
         transition = None if observed is None else self._step(node.name, st, observed, observed_reason, now)
 
         labels: dict[str, str | None] = {}
-        if self.config.labels.gpu_memory in view.labels and view.vram_mib > 0:
+        # GFD's memory, copied as an integer; an AMD node's from its labeller or the product table (the labeller
+        # writes "192G", which a node affinity's Gt cannot compare): the label the VRAM affinity asks first.
+        if view.vram_mib > 0 and (self.config.labels.gpu_memory in view.labels or view.vendor != NVIDIA):
             labels[self.config.labels.normalized_memory] = str(view.vram_mib)
         if st.stable is not None:
             labels[self.config.labels.health] = st.stable

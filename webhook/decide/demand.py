@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cluster.accelerators import NVIDIA, resources_of_vendors, vendor_of
+from ..cluster.accelerators import NVIDIA, resource_of, resources_of_vendors, vendor_of
 from ..cluster.dra import DraView, Request, pod_claims
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
@@ -90,6 +90,9 @@ class Demand:
     picked_context: tuple[int, str] | None = None
     # Whose GPUs it asks: "nvidia" (config.labels.gpu_resource), else a vendor of webhook/data/accelerators.yaml.
     vendor: str = NVIDIA
+    # The resource its pods ask for that vendor's GPUs (``amd.com/gpu``; the config's for NVIDIA): what
+    # suggestions and mutations name.
+    gpu_resource: str = "nvidia.com/gpu"
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -340,6 +343,21 @@ def runtime_env(view: PodView) -> dict[str, str]:
     return env
 
 
+_MODEL_FLAG = re.compile(r"(?:^|\s)--model(?:[-_](?:path|id|name))?(?:=|\s)")
+
+
+def _runs(container: Any) -> str:
+    """The start of what a container runs (command, then args), for a message, where it passes a model flag to an
+    engine no reader claimed; "" otherwise (a sleep, an image's own entrypoint)."""
+    if not isinstance(container, dict):
+        return ""
+    words = [str(w) for key in ("command", "args") for w in (container.get(key) or []) if isinstance(w, str | int)]
+    text = " ".join(words).strip()
+    if not _MODEL_FLAG.search(text):
+        return ""
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigMapLookup | None = None,
                 dra: DraView | None = None) -> Demand | None:
     """The demand of a workload, or None when it asks for no GPU. Raises DeclarationError.
@@ -486,7 +504,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
             sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (),
-            unknown_model=unknown_model, mig=mig, vendor=vendor, **kw,
+            unknown_model=unknown_model, mig=mig, vendor=vendor,
+            gpu_resource=resource_of(vendor, config.labels.gpu_resource), **kw,
         )
 
     if explicit is not None:
@@ -539,7 +558,14 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             warnings.append(f"model {model_found.value!r} ({model_found.source}) is not in the catalog; "
                             f"no VRAM check: set {d.A_MODEL} to a catalog model, or {d.A_PARAMS} or {d.A_VRAM}")
     if params is None:
-        if model_found is None:
+        runs = _runs(main.container) if main.settings is None else ""
+        if model_found is None and runs:
+            # Not "no model named": the model may well be in the flags of an engine whose grammar vramgate lacks
+            # (ROCm's ATOM, python -m atom.entrypoints.openai_server --model=...); its flags are not guessed at.
+            warnings.append(f"container {main.container.get('name')} runs `{runs}`, an engine vramgate does not "
+                            f"model: its flags, the model among them, are not read; no VRAM check: set the "
+                            f"{d.A_MODEL} annotation (or {d.A_VRAM})")
+        elif model_found is None:
             warnings.append(f"no model named anywhere in the pod; no VRAM check: set the {d.A_MODEL} annotation "
                             f"(or {d.A_VRAM})")
         return done(model=model)

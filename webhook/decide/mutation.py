@@ -14,6 +14,14 @@ from typing import Any
 import orjson
 from jsonpointer import escape
 
+from ..cluster.accelerators import (
+    NVIDIA,
+    memory_labels_of_vendors,
+    memory_values_holding,
+    partition_labels_of_vendors,
+    partitioned_modes,
+    vendor_named,
+)
 from ..cluster.cloud import PROVISIONER_KEYS, provisioner_requirements
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, with_memory_request, with_memory_selector
 from ..cluster.usage import container_gpus
@@ -36,6 +44,9 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 # What kube-apiserver's DefaultTolerationSeconds plugin adds (before webhooks run): treated as "not set".
 PLUGIN_DEFAULT_SECONDS = 300
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+# The expressions vram_terms adds for another vendor's pod (read back so that re-applying never stacks them).
+_VENDOR_EXPRS = frozenset({*((k, "In") for k in memory_labels_of_vendors()),
+                           *((k, "NotIn") for k in partition_labels_of_vendors())})
 
 
 def node_vram_floor_mib(demand: Demand) -> int | None:
@@ -79,6 +90,7 @@ def _base_of(term: dict[str, Any], a_key: str, g_key: str) -> dict[str, Any]:
         and not (fallback and isinstance(e, dict) and e.get("key") == g_key and e.get("operator") in ("Gt",
                                                                                                      "DoesNotExist"))
         and not (provisioner and isinstance(e, dict) and e.get("key") in PROVISIONER_KEYS)
+        and not (fallback and isinstance(e, dict) and (e.get("key"), e.get("operator")) in _VENDOR_EXPRS)
     ]
     base = {k: v for k, v in term.items() if k != "matchExpressions"}
     if kept:
@@ -86,20 +98,31 @@ def _base_of(term: dict[str, Any], a_key: str, g_key: str) -> dict[str, Any]:
     return base
 
 
-def vram_terms(terms: list[Any] | None, floor_mib: int, config: Config) -> list[dict[str, Any]]:
+def vram_terms(terms: list[Any] | None, floor_mib: int, config: Config, vendor: str = NVIDIA) -> list[dict[str, Any]]:
     """The user's required terms ANDed with (vramgate label Gt floor-1) OR (no vramgate label, GFD label Gt floor-1)
     OR, with ``admission.provisioner_affinity``, (neither label, a provisioner's GPU name among those that hold it).
 
     The last terms are what Karpenter and GKE's autoscaler can satisfy before a node exists; a labelled node
-    is judged by the first two only.
+    is judged by the first two only. A pod of another vendor (``amd``) gets, instead of GFD's label, its
+    labeller's memory label ``In`` the sizes of the table's devices that hold it (``amd.com/gpu.vram`` is
+    written ``192G``, which ``Gt`` cannot compare), and no provisioner terms (they name NVIDIA GPUs).
     """
     a_key, g_key = config.labels.normalized_memory, config.labels.gpu_memory
     value = [str(floor_mib - 1)]
-    ours: list[list[dict[str, Any]]] = [
-        [{"key": a_key, "operator": "Gt", "values": value}],
-        [{"key": a_key, "operator": "DoesNotExist"}, {"key": g_key, "operator": "Gt", "values": list(value)}],
-    ]
-    if config.admission.provisioner_affinity:
+    ours: list[list[dict[str, Any]]] = [[{"key": a_key, "operator": "Gt", "values": value}]]
+    other = vendor_named(vendor) if vendor != NVIDIA else None
+    if other is not None:
+        sizes = memory_values_holding(other, floor_mib)
+        # A partitioned GPU's vram label may be the whole GPU's: those nodes wait for the controller's label.
+        whole = [{"key": other.partition_labels[0], "operator": "NotIn", "values": list(partitioned_modes(other))}
+                 ] if other.partition_labels else []
+        ours.extend([{"key": a_key, "operator": "DoesNotExist"},
+                     {"key": label, "operator": "In", "values": list(sizes)}, *[dict(e) for e in whole]]
+                    for label in other.memory_labels if sizes)
+    else:
+        ours.append([{"key": a_key, "operator": "DoesNotExist"},
+                     {"key": g_key, "operator": "Gt", "values": list(value)}])
+    if config.admission.provisioner_affinity and other is None:
         unlabelled = [{"key": a_key, "operator": "DoesNotExist"}, {"key": g_key, "operator": "DoesNotExist"}]
         ours.extend([*unlabelled, *req] for req in provisioner_requirements(floor_mib))
     bases: list[dict[str, Any]] = []
@@ -247,7 +270,9 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config,
         meta = out["metadata"] = {}
     spec = out["spec"]
     adm = config.admission
-    resource = config.labels.gpu_resource
+    # The resource the pod asks (amd.com/gpu for an AMD pod): its toleration and its GPU containers.
+    resource = demand.gpu_resource
+    nvidia = demand.vendor == NVIDIA
 
     # Annotations: the computed need.
     if demand.per_gpu_mib is not None:
@@ -273,9 +298,13 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config,
     # GPUs from DRA claims: which device (a MIG slice, a full GPU) is the claim's choice; the node label
     # (its largest GPU) says nothing of it. The claim's memory selector and the extender place these.
     if floor is not None and judgement.fits and not demand.claims:
-        _set_required_terms(spec, vram_terms(required_terms(spec), floor, config))
+        _set_required_terms(spec, vram_terms(required_terms(spec), floor, config, demand.vendor))
 
-    # Tolerations.
+    # Tolerations: the taint GPU node pools carry, keyed by the resource (nvidia.com/gpu=present:NoSchedule on
+    # GKE and AKS; amd.com/gpu=present:NoSchedule, as KubeAI's amd-gpu-mi300x profile tolerates it,
+    # charts/kubeai/values.yaml at kubeai-project/kubeai@f442a2c). AMD's GPU operator itself taints only
+    # amd-gpu-unhealthy:NoSchedule while it remediates a node (docs/autoremediation/auto-remediation.md,
+    # ROCm/gpu-operator@6df13c1), a fault that is never tolerated.
     tolerations = as_list(spec.get("tolerations"))
     _add_gpu_toleration(tolerations, resource)
     if adm.not_ready_toleration_seconds > 0:
@@ -293,7 +322,12 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config,
             gpus = container_gpus(c, resource)
             if not gpus:
                 continue
-            _ensure_env(c, gpus)
+            if nvidia:
+                # CUDA env for NVIDIA pods only. Under ROCm, vLLM raises on a CUDA_VISIBLE_DEVICES that differs
+                # from a HIP_VISIBLE_DEVICES the image or user sets (vllm/platforms/rocm.py
+                # _sync_hip_cuda_env_vars, vllm-project/vllm@001eda31), and CUDA_DEVICE_ORDER is the CUDA
+                # runtime's: an AMD pod's env is left as written.
+                _ensure_env(c, gpus)
             if weights is not None and adm.host_memory_floor_factor > 0:
                 _ensure_memory_floor(c, weights * adm.host_memory_floor_factor * gpus / demand.gpus)
 

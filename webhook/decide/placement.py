@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from ..cluster.accelerators import NVIDIA
+from ..cluster.accelerators import NVIDIA, vendor_named
 from ..cluster.dra import Device, Request, matching
 from ..cluster.inventory import NodeGPUs, vram_missing
 from ..config import PlacementMode
@@ -366,8 +366,7 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
         msg = (f"{who}: needs {_gib(need.per_gpu_mib)} GiB VRAM per GPU, not checked: "
                f"{'no node of known VRAM can hold it and ' if any(n.vram_mib > 0 for n in gpu_nodes) else ''}"
                f"{len(unknown)} node(s) with enough GPUs have unknown VRAM ({shown}). "
-               "Fix: deploy GPU Feature Discovery, label the nodes nvidia.com/gpu.memory (MiB), "
-               "or map your own label in the config (labels.memory_labels, labels.product_memory)")
+               + _vram_fix(need.vendor))
         return ClusterVerdict(True, Code.VRAM_UNKNOWN, msg, best_node=unknown[0].name)
     fits = [fit(need, n, ever=True) for n in gpu_nodes]
     if need.mig and not any(f.code is Code.DRIVER_TOO_OLD for f in fits):
@@ -402,6 +401,16 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
            f"the nodes whose GPUs can hold it run driver {newest} at most. "
            f"Try: an image built for an older CUDA, or nodes with driver ≥ {need.min_driver}")
     return ClusterVerdict(False, Code.DRIVER_TOO_OLD, msg)
+
+
+def _vram_fix(vendor: str) -> str:
+    """How to make a vendor's nodes say their GPU memory."""
+    other = vendor_named(vendor) if vendor != NVIDIA else None
+    if other is not None and other.memory_labels:
+        return (f"Fix: deploy {vendor}'s node labeller ({other.memory_labels[0]}, GiB such as 192G), or name the "
+                f"product in {other.product_labels[0] if other.product_labels else 'its product label'}")
+    return ("Fix: deploy GPU Feature Discovery, label the nodes nvidia.com/gpu.memory (MiB), "
+            "or map your own label in the config (labels.memory_labels, labels.product_memory)")
 
 
 def _mig_verdict(demand: Demand, need: Need, whole: list[NodeGPUs], seen: list[NodeGPUs]) -> ClusterVerdict:
@@ -641,7 +650,8 @@ def suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[str]:
     """Concrete changes, each re-estimated by the engine model, that would let some node hold the workload.
 
     Each names the engine's own flag where it has one (``--max-model-len 24576``,
-    ``--tensor-parallel-size 2`` with ``nvidia.com/gpu: 2``), and the annotation that says the same.
+    ``--tensor-parallel-size 2`` with ``nvidia.com/gpu: 2``, or the pod's vendor's resource), and the annotation
+    that says the same.
     """
     return [s.text for s in structured_suggestions(demand, nodes)]
 
@@ -680,7 +690,8 @@ def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
     if more is not None:
         g, alt_mib, host = more
         tp = suggest(engine, "tp", g)
-        tips.append(Suggestion(f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else ", tensor parallel")
+        tips.append(Suggestion(f"{g} GPUs per pod ({demand.gpu_resource}: {g}"
+                               + (f" with {tp}" if tp else ", tensor parallel")
                                + f") → {_gib(alt_mib)} GiB per GPU on {host}", (Change("gpus", g),)))
     elif (spanning := _spanning(req, nodes, util)) is not None:
         tips.append(spanning)
@@ -719,7 +730,8 @@ def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
             if combo is not None:
                 g, per_gpu, host = combo
                 tp = suggest(engine, "tp", g)
-                tips.append(Suggestion(f"{p} weights on {g} GPUs (vramgate.io/precision: {p}, nvidia.com/gpu: {g}"
+                tips.append(Suggestion(f"{p} weights on {g} GPUs (vramgate.io/precision: {p}, "
+                                       f"{demand.gpu_resource}: {g}"
                                        + (f", {tp}" if tp else "") + f") → {_gib(per_gpu)} GiB per GPU on {host}",
                                        (Change("precision", p), Change("gpus", g))))
                 break
@@ -754,7 +766,7 @@ def fewer_gpus_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
             alt_mib, host = found
             tp = suggest(req.engine, "tp", g)
             changes: tuple[Change, ...] = (Change("gpus", g),)
-            text = f"{g} GPUs per pod (nvidia.com/gpu: {g}" + (f" with {tp}" if tp else "")
+            text = f"{g} GPUs per pod ({demand.gpu_resource}: {g}" + (f" with {tp}" if tp else "")
             if p != req.precision:
                 changes = (Change("precision", p), *changes)
                 text += f", vramgate.io/precision: {p}"

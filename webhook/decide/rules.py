@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..cluster.accelerators import NVIDIA, lacks_fp8
 from ..cluster.inventory import NodeGPUs
 from ..cluster.snapshot import Snapshot
 from ..cluster.usage import container_gpus
@@ -123,21 +124,44 @@ def non_gpu_on_gpu_nodes(view: PodView, snapshot: Snapshot, config: Config) -> s
 
 
 def cuda_visible_devices_warnings(demand: Demand, config: Config) -> list[str]:
-    """Warn where a GPU container's literal CUDA_VISIBLE_DEVICES lists more devices than it requests."""
-    resource = config.labels.gpu_resource
+    """Warn where a GPU container's literal CUDA_VISIBLE_DEVICES (or, in an AMD pod, HIP_VISIBLE_DEVICES, which
+    vLLM on ROCm keeps equal to it: vllm/platforms/rocm.py _sync_hip_cuda_env_vars) lists more devices than it
+    requests."""
+    resource = demand.gpu_resource  # the config's for NVIDIA pods, amd.com/gpu for AMD ones
+    names = ("CUDA_VISIBLE_DEVICES",) if demand.vendor == NVIDIA else ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
     out: list[str] = []
     for c in demand.view.containers():
         gpus = container_gpus(c, resource)
         if not gpus:
             continue
         for e in as_list(c.get("env")):
-            if not isinstance(e, dict) or e.get("name") != "CUDA_VISIBLE_DEVICES":
+            if not isinstance(e, dict) or e.get("name") not in names:
                 continue
             value = e.get("value")
             if not isinstance(value, str):
                 continue
             devices = [d for d in value.split(",") if d.strip()]
             if len(devices) > gpus:
-                out.append(f"container {c.get('name')}: CUDA_VISIBLE_DEVICES lists {len(devices)} devices but "
+                out.append(f"container {c.get('name')}: {e['name']} lists {len(devices)} devices but "
                            f"the container requests {gpus} {resource}")
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# FP8 weights on GPUs without FP8 compute.
+
+
+def fp8_compute_warnings(demand: Demand, fitting: Iterable[NodeGPUs]) -> list[str]:
+    """Warn where an FP8 checkpoint may land on a vendor's GPUs that have no FP8 compute (AMD MI210/MI250:
+    webhook/data/accelerators.yaml no_fp8_compute): vLLM has no weight-only fallback for FP8 on ROCm, so it may not
+    load there. A warning, never a rejection (the memory is the same; only the kernels are missing)."""
+    est = demand.estimate
+    if demand.vendor == NVIDIA or est is None or est.request.precision != "fp8":
+        return []
+    lacking = sorted({n.product for n in fitting if n.vendor == demand.vendor and lacks_fp8(n.vendor, n.product)})
+    if not lacking:
+        return []
+    which = "which have" if len(lacking) > 1 else "which has"
+    return [f"{demand.view.ref}: FP8 weights, and it may land on {', '.join(lacking[:3])}, {which} no FP8 compute "
+            "(vLLM on ROCm supports FP8 on MI300-class and newer only, with no weight-only fallback): it may not "
+            "load there. Pin it to MI300-class nodes, or use a bf16 or int4 checkpoint"]

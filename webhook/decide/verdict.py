@@ -16,7 +16,13 @@ from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import Demand, read_demand
 from .placement import cluster_verdict, picked_context
 from .provisioned import provisioned_nodes
-from .rules import Narrow, cuda_visible_devices_warnings, narrow_selector, non_gpu_on_gpu_nodes
+from .rules import (
+    Narrow,
+    cuda_visible_devices_warnings,
+    fp8_compute_warnings,
+    narrow_selector,
+    non_gpu_on_gpu_nodes,
+)
 
 
 @dataclass(frozen=True)
@@ -242,6 +248,7 @@ def _judge_view(
     if verdict.message != "fits":
         warnings.append(verdict.message)
     assert verdict.fitting is not None  # every admitting verdict carries its nodes
+    warnings.extend(fp8_compute_warnings(demand, verdict.fitting))
     if demand.auto_context:
         demand, said = picked_context(demand, verdict.fitting)
         warnings.extend(said)

@@ -13,6 +13,7 @@ caps concurrency and reserves nothing. Sources and per-version details: docs/est
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -141,6 +142,22 @@ def argv_words(image: str, commands: Sequence[Command]) -> tuple[list[str], str]
     return None
 
 
+# AMD's ROCm builds (rocm/vllm on Docker Hub) name vLLM's release after "vllm_" in a tag that starts with ROCm's:
+# rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4 (ROCm/k8s-device-plugin example/vllm-serve/deployment.yaml@ed76468),
+# rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0 (rocm.docs.amd.com, "vLLM inference and serving on
+# ROCm"). version_of reads the tag's leading release, which there is ROCm's.
+_ROCM_TAG = re.compile(r"(?:^|_)vllm_v?(\d+)\.(\d+)(?:\.(\d+))?(?=_|$)", re.IGNORECASE)
+
+
+def rocm_version(image: str) -> Version | None:
+    """vLLM's release in a ROCm image tag (``rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521`` → (0, 8, 5))."""
+    name, _, tag = image.rpartition(":")
+    if "rocm" not in name.lower() or "/" in tag:
+        return None
+    match = _ROCM_TAG.search(tag.split("@", 1)[0])
+    return tuple(int(g) for g in match.groups() if g is not None) if match else None
+
+
 def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
          pod_commands: Sequence[Command] = ()) -> Settings | None:
     """vLLM's settings from a container, or None when the container does not run vLLM."""
@@ -150,7 +167,7 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
     words, how = found
     argv = parse_argv(words, OPTIONS)
     # Dynamo's runtime images (ai-dynamo/vllm-runtime:0.4.0) carry Dynamo's version, not vLLM's.
-    version = None if "dynamo" in image.lower() else version_of(image, IMAGE_REPOS)
+    version = None if "dynamo" in image.lower() else version_of(image, IMAGE_REPOS) or rocm_version(image)
     settings = Settings(NAME, version, f"image {image}" if version else "newest known")
     if how == _HF_SERVER:
         backend = (argv.get("--backend") or "vllm").lower()

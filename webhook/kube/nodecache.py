@@ -41,7 +41,7 @@ import orjson
 from ..cluster.dra import Device, DraView, devices_by_node, dra_view
 from ..cluster.inventory import NodeGPUs, node_gpus, with_devices
 from ..cluster.snapshot import ClassTable, Snapshot, carry_node_views
-from ..cluster.usage import holds_gpus, pod_gpus
+from ..cluster.usage import holds_gpus, pod_gpus_of
 from ..config import Config
 from ..metrics import Metrics
 from .heap import Settler
@@ -477,7 +477,8 @@ class InventoryState:
 
     def _upsert_pod(self, key: str, obj: dict[str, Any]) -> Outcome:
         new = rv_number(resource_version(obj))
-        gpus = pod_gpus(obj, self._resource)
+        # Each vendor's resource: an amd.com/gpu pod holds GPUs of its AMD node as an nvidia.com/gpu one does.
+        gpus = pod_gpus_of(obj, self._resource)
         if gpus == 0 and key not in self._pod_rv:
             return "unchanged"  # GPU requests are immutable: a pod without any never matters
         if _stale(new, self._pod_rv.get(key)):

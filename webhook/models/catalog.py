@@ -326,7 +326,7 @@ _SHARD = re.compile(r"[-_.]0*\d+-of-0*\d+$", re.IGNORECASE)
 _GGUF_QUANT = re.compile(r"(?:^|[-_.])(i?q[1-8]_(?:k_[sml]|k|[01]|xxs|xs|s|m|nl)|f16|bf16|fp16|f32)$", re.IGNORECASE)
 # Trailing tokens that name a packaging of the weights, not another model, and what each says.
 _TOKEN = re.compile(
-    r"[-_.](awq|gptq|int4|int8|fp8|dynamic|static|w4a16|w8a8|w8a16|w4a8|quantized|bnb|4bit|8bit|gguf|"
+    r"[-_.](fp8[-_]kv|awq|gptq|int4|int8|fp8|dynamic|static|w4a16|w8a8|w8a16|w4a8|quantized|bnb|4bit|8bit|gguf|"
     r"exl2|mlx|hf|unsloth|marlin|nf4|nvfp4|ov|onnx)$",
     re.IGNORECASE,
 )
@@ -342,6 +342,9 @@ _ORG_HOW = {
     "hugging-quants": "hugging-quants repo",
     "casperhansen": "casperhansen repo",
     "nvidia": "NVIDIA ModelOpt repo",
+    # AMD's Quark FP8 checkpoints for Instinct GPUs (amd/Llama-3.1-70B-Instruct-FP8-KV: FP8 weights, activations
+    # and KV scales; the KV cache stays in the model's dtype unless --kv-cache-dtype fp8 says otherwise).
+    "amd": "AMD Quark repo",
 }
 
 
@@ -368,7 +371,7 @@ def _quant_of(tokens: list[str], gguf: str | None) -> str | None:
         return "nvfp4"  # NVIDIA ModelOpt FP4 checkpoints (nvidia/DeepSeek-R1-NVFP4, nvidia/Kimi-K2.5-NVFP4)
     if "gptq" in t or "awq" in t or "w4a16" in t or "w4a8" in t:
         return "int8" if "int8" in t else "int4"
-    if "fp8" in t:
+    if "fp8" in t or "fp8-kv" in t or "fp8_kv" in t:
         return "fp8"
     if "w8a8" in t or "w8a16" in t or "int8" in t or "8bit" in t:
         return "int8"

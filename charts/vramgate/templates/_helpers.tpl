@@ -144,25 +144,40 @@ objectSelector:
 {{- end }}
 
 {{/*
-CEL: does the PodSpec at .path ask for a GPU, or tolerate the GPU taint (the non-GPU-pod rule's case)?
-Everything else is none of vramgate's business, and kube-apiserver need not call it for it.
+The resources a GPU pod asks: the config's (labels.gpu_resource, NVIDIA's by default) and the other vendors' of
+webhook/data/accelerators.yaml (webhook.acceleratorResources: amd.com/gpu), as a JSON list.
+*/}}
+{{- define "vramgate.gpuResources" -}}
+{{- $r := dig "labels" "gpu_resource" "nvidia.com/gpu" (.Values.config | default dict) }}
+{{- prepend (.Values.webhook.acceleratorResources | default list) $r | uniq | toJson }}
+{{- end }}
+
+{{/*
+CEL: does the PodSpec at .path ask for a GPU (any of .resources), or tolerate a GPU taint (the non-GPU-pod rule's
+case)? Everything else is none of vramgate's business, and kube-apiserver need not call it for it.
 */}}
 {{- define "vramgate.celWantsGPU" -}}
-{{- $p := .path -}}{{- $r := .resource -}}
-{{- $c := printf "has(c.resources) && ((has(c.resources.limits) && '%s' in c.resources.limits) || (has(c.resources.requests) && '%s' in c.resources.requests))" $r $r -}}
-((has({{ $p }}.resourceClaims) && size({{ $p }}.resourceClaims) > 0) || (has({{ $p }}.containers) && {{ $p }}.containers.exists(c, {{ $c }})) || (has({{ $p }}.initContainers) && {{ $p }}.initContainers.exists(c, {{ $c }})) || (has({{ $p }}.tolerations) && {{ $p }}.tolerations.exists(t, (has(t.key) && t.key == '{{ $r }}') || (!has(t.key) && has(t.operator) && t.operator == 'Exists'))))
+{{- $p := .path -}}
+{{- $lim := list -}}{{- $req := list -}}{{- $key := list -}}
+{{- range .resources -}}
+{{- $lim = append $lim (printf "'%s' in c.resources.limits" .) -}}
+{{- $req = append $req (printf "'%s' in c.resources.requests" .) -}}
+{{- $key = append $key (printf "t.key == '%s'" .) -}}
+{{- end -}}
+{{- $c := printf "has(c.resources) && ((has(c.resources.limits) && (%s)) || (has(c.resources.requests) && (%s)))" (join " || " $lim) (join " || " $req) -}}
+((has({{ $p }}.resourceClaims) && size({{ $p }}.resourceClaims) > 0) || (has({{ $p }}.containers) && {{ $p }}.containers.exists(c, {{ $c }})) || (has({{ $p }}.initContainers) && {{ $p }}.initContainers.exists(c, {{ $c }})) || (has({{ $p }}.tolerations) && {{ $p }}.tolerations.exists(t, (has(t.key) && ({{ join " || " $key }})) || (!has(t.key) && has(t.operator) && t.operator == 'Exists'))))
 {{- end }}
 
 {{/* matchConditions limiting both webhooks to GPU workloads (webhook.gpuWorkloadsOnly). */}}
 {{- define "vramgate.matchConditions" -}}
 {{- if .Values.webhook.gpuWorkloadsOnly }}
-{{- $r := dig "labels" "gpu_resource" "nvidia.com/gpu" (.Values.config | default dict) }}
+{{- $r := include "vramgate.gpuResources" . | fromJsonArray }}
 matchConditions:
   - name: gpu-workloads-only
     expression: >-
-      request.kind.kind == 'Pod' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec" "resource" $r) }}
-      : request.kind.kind == 'CronJob' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.jobTemplate.spec.template.spec" "resource" $r) }}
-      : {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.template.spec" "resource" $r) }}
+      request.kind.kind == 'Pod' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec" "resources" $r) }}
+      : request.kind.kind == 'CronJob' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.jobTemplate.spec.template.spec" "resources" $r) }}
+      : {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.template.spec" "resources" $r) }}
 {{- end }}
 {{- end }}
 

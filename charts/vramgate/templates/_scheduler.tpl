@@ -35,8 +35,10 @@ extenders:
       {{- end }}
     nodeCacheCapable: true
     managedResources:
-      - name: nvidia.com/gpu
+      {{- range include "vramgate.gpuResources" . | fromJsonArray }}
+      - name: {{ . }}
         ignoredByScheduler: false
+      {{- end }}
     ignorable: {{ $ext.ignorable }}
     httpTimeout: {{ $ext.httpTimeout }}
 {{- end }}

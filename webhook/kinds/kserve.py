@@ -38,6 +38,9 @@ from .view import (
     inherit_annotations,
 )
 
+# kserve/kserve config/crd/full/serving.kserve.io_inferenceservices.yaml (v0.15.2, .cache/crds); LLMInferenceService
+# in the same group (pkg/apis/serving/v1alpha1). OME's namesake is ome.io: not read here.
+GROUP = "serving.kserve.io"
 KINDS = frozenset({"InferenceService", "LLMInferenceService"})
 
 MAIN, WORKER = "kserve-container", "worker-container"

@@ -18,6 +18,7 @@ from . import (
     kubeai,
     lws,
     nim,
+    ome,
     prodstack,
     ray,
     trainer,
@@ -53,6 +54,7 @@ READERS: dict[tuple[str, str], _Extract] = {
     **_keyed(prodstack.GROUP, prodstack.KINDS, prodstack.roles),
     **_keyed(volcano.GROUP, volcano.KINDS, volcano.roles),
     **_keyed(knative.GROUP, knative.KINDS, knative.roles),
+    **_keyed(ome.GROUP, ome.KINDS, ome.roles),
 }
 # Groups whose kinds share a name with Kubernetes' own (Service, Job): read only when the apiVersion says so.
 _GROUP_ONLY = frozenset({volcano.GROUP, knative.GROUP})

@@ -11,6 +11,7 @@ from . import (
     argo,
     dynamo,
     generic,
+    grove,
     jobset,
     kaito,
     knative,
@@ -55,6 +56,7 @@ READERS: dict[tuple[str, str], _Extract] = {
     **_keyed(volcano.GROUP, volcano.KINDS, volcano.roles),
     **_keyed(knative.GROUP, knative.KINDS, knative.roles),
     **_keyed(ome.GROUP, ome.KINDS, ome.roles),
+    **_keyed(grove.GROUP, grove.KINDS, grove.roles),
 }
 # Groups whose kinds share a name with Kubernetes' own (Service, Job): read only when the apiVersion says so.
 _GROUP_ONLY = frozenset({volcano.GROUP, knative.GROUP})

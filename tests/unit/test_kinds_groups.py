@@ -92,3 +92,19 @@ def test_runtimes_of_another_group_are_not_a_namesakes() -> None:
     index = Runtimes.of([ome_rt, kserve_rt])
     assert index.lookup("ServingRuntime", "srt", "ml") is kserve_rt
     assert index.lookup("ServingRuntime", "srt", "ml", "ome.io") is ome_rt
+
+
+def test_llmisvc_pipeline_parallel_on_one_node_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    path = FIXTURES / "kinds" / "kserve" / "llmisvc-single-node-tp2-pp2.yaml"
+    (obj,) = _docs(path)
+    rs = roles(obj)
+    assert rs is not None and any("kserve/kserve#6044" in w and "tensor parallel 2 alone" in w for w in rs.warnings)
+    code = main(["check", "-f", str(path), "--nodes", str(NODES)])
+    out = capsys.readouterr().out
+    assert code == 0 and "ADMIT" in out and "kserve/kserve#6044" in out, out
+    # With a worker (multi-node), or a command of the user's own, KServe's single-node template is not in play.
+    obj["spec"]["worker"] = {"containers": [{"name": "main"}]}
+    assert not any("6044" in w for w in roles(obj).warnings)  # type: ignore[union-attr]
+    del obj["spec"]["worker"]
+    obj["spec"]["template"]["containers"][0]["command"] = ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"]
+    assert not any("6044" in w for w in roles(obj).warnings)  # type: ignore[union-attr]

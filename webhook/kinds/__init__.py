@@ -17,6 +17,7 @@ from . import (
     knative,
     kserve,
     kubeai,
+    llmaz,
     lws,
     nim,
     ome,
@@ -57,6 +58,7 @@ READERS: dict[tuple[str, str], _Extract] = {
     **_keyed(knative.GROUP, knative.KINDS, knative.roles),
     **_keyed(ome.GROUP, ome.KINDS, ome.roles),
     **_keyed(grove.GROUP, grove.KINDS, grove.roles),
+    **_keyed(llmaz.GROUP, llmaz.KINDS, llmaz.roles),
 }
 # Groups whose kinds share a name with Kubernetes' own (Service, Job): read only when the apiVersion says so.
 _GROUP_ONLY = frozenset({volcano.GROUP, knative.GROUP})

@@ -12,11 +12,13 @@ CLUSTER_TWIN = {"ServingRuntime": "ClusterServingRuntime", "TrainingRuntime": "C
 # Each runtime kind's home API group: what a lookup without a group means, and where an object read from a
 # file without an apiVersion is filed. KServe's runtimes: serving.kserve.io (config/crd/full/
 # serving.kserve.io_servingruntimes.yaml); Kubeflow Trainer's: trainer.kubeflow.org; NIMCache:
-# apps.nvidia.com (NVIDIA/k8s-nim-operator api/apps/v1alpha1); ConfigMap: core.
+# apps.nvidia.com (NVIDIA/k8s-nim-operator api/apps/v1alpha1); ConfigMap: core; OME's BaseModels: ome.io
+# (sgl-project/ome pkg/apis/ome/v1beta1/model.go); llmaz's OpenModel and BackendRuntime (InftyAI/llmaz api/).
 HOME_GROUP = {"ServingRuntime": "serving.kserve.io", "ClusterServingRuntime": "serving.kserve.io",
               "TrainingRuntime": "trainer.kubeflow.org", "ClusterTrainingRuntime": "trainer.kubeflow.org",
               "ConfigMap": "", "NIMCache": "apps.nvidia.com",
-              "BaseModel": "ome.io", "ClusterBaseModel": "ome.io"}
+              "BaseModel": "ome.io", "ClusterBaseModel": "ome.io",
+              "OpenModel": "llmaz.io", "BackendRuntime": "inference.llmaz.io"}
 # Namesakes in other groups that are runtimes too (OME's ServingRuntime and ClusterServingRuntime, ome.io:
 # sgl-project/ome pkg/apis/ome/v1beta1/servingruntime_types.go), filed apart from KServe's.
 OTHER_GROUPS = {"ServingRuntime": ("ome.io",), "ClusterServingRuntime": ("ome.io",)}

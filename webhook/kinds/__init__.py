@@ -14,6 +14,7 @@ from . import (
     grove,
     jobset,
     kaito,
+    kaito_multirole,
     knative,
     kserve,
     kubeai,
@@ -59,6 +60,7 @@ READERS: dict[tuple[str, str], _Extract] = {
     **_keyed(ome.GROUP, ome.KINDS, ome.roles),
     **_keyed(grove.GROUP, grove.KINDS, grove.roles),
     **_keyed(llmaz.GROUP, llmaz.KINDS, llmaz.roles),
+    **_keyed(kaito_multirole.GROUP, kaito_multirole.KINDS, kaito_multirole.roles),
 }
 # Groups whose kinds share a name with Kubernetes' own (Service, Job): read only when the apiVersion says so.
 _GROUP_ONLY = frozenset({volcano.GROUP, knative.GROUP})

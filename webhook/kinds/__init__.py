@@ -8,6 +8,7 @@ from typing import Any
 
 from . import (
     aibrix,
+    aibrix_claim,
     argo,
     dynamo,
     generic,
@@ -61,6 +62,7 @@ READERS: dict[tuple[str, str], _Extract] = {
     **_keyed(grove.GROUP, grove.KINDS, grove.roles),
     **_keyed(llmaz.GROUP, llmaz.KINDS, llmaz.roles),
     **_keyed(kaito_multirole.GROUP, kaito_multirole.KINDS, kaito_multirole.roles),
+    **_keyed(aibrix_claim.GROUP, aibrix_claim.KINDS, aibrix_claim.roles),
 }
 # Groups whose kinds share a name with Kubernetes' own (Service, Job): read only when the apiVersion says so.
 _GROUP_ONLY = frozenset({volcano.GROUP, knative.GROUP})

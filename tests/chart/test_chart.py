@@ -925,8 +925,10 @@ EXTRA_KINDS = {
     ("nvidia.com", "dynamographdeployments", "Namespaced"), ("nvidia.com", "dynamocomponentdeployments", "Namespaced"),
     ("workloads.x-k8s.io", "rolebasedgroups", "Namespaced"), ("argoproj.io", "workflows", "Namespaced"),
     ("argoproj.io", "cronworkflows", "Namespaced"), ("kaito.sh", "workspaces", "Namespaced"),
-    ("kaito.sh", "inferencesets", "Namespaced"), ("serving.knative.dev", "services", "Namespaced"),
-    ("serving.knative.dev", "configurations", "Namespaced"),
+    ("kaito.sh", "inferencesets", "Namespaced"), ("kaito.sh", "multiroleinferences", "Namespaced"),
+    ("serving.knative.dev", "services", "Namespaced"), ("serving.knative.dev", "configurations", "Namespaced"),
+    ("ome.io", "inferenceservices", "Namespaced"), ("grove.io", "podcliquesets", "Namespaced"),
+    ("inference.llmaz.io", "playgrounds", "Namespaced"),
 }
 
 
@@ -952,7 +954,7 @@ def test_extra_kinds_webhook(render: Render) -> None:
                                 namespace=NS)) is None
     none = {k: False for k in ("leaderWorkerSet", "kserve", "ray", "kubeflowTrainer", "pytorchJob", "jobSet", "kubeai",
                                "nimService", "volcano", "dynamo", "roleBasedGroup", "argoWorkflows", "kaito",
-                               "knative")}
+                               "knative", "ome", "grove", "llmaz")}
     assert kinds_webhook(render(merged(MODES["all-on"], {"webhook": {"extraKinds": none}}), namespace=NS)) is None
 
 

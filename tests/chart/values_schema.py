@@ -187,7 +187,8 @@ def values_schema() -> Schema:
                     "enabled": BOOL, "failurePolicy": FAILURE_POLICY, "leaderWorkerSet": BOOL, "kserve": BOOL,
                     "ray": BOOL, "kubeflowTrainer": BOOL, "pytorchJob": BOOL, "jobSet": BOOL, "kubeai": BOOL,
                     "nimService": BOOL, "volcano": BOOL, "dynamo": BOOL, "roleBasedGroup": BOOL,
-                    "argoWorkflows": BOOL, "kaito": BOOL, "knative": BOOL, "onlyInstalledGroups": BOOL,
+                    "argoWorkflows": BOOL, "kaito": BOOL, "knative": BOOL, "ome": BOOL, "grove": BOOL, "llmaz": BOOL,
+                    "onlyInstalledGroups": BOOL,
                 }, "The kinds LLMs ship in, judged per role by validate-kinds.vramgate.io."),
                 "dra": obj({"enabled": BOOL, "failurePolicy": FAILURE_POLICY},
                            "ResourceClaimTemplates/ResourceClaims that declare a workload: judged and given a memory "

@@ -299,6 +299,15 @@ def _int_setting(s: Settings, key: str) -> int | None:
     return _parse(found, parse_positive_int, "use a whole number")
 
 
+def _batched_tokens(s: Settings) -> int | None:
+    """The tokens one forward pass batches; a value ≤ 0 is SGLang's ``--chunked-prefill-size -1`` (chunked
+    prefill off, grammar.sglang_chunked_prefill_size), read as the engine's default, never refused."""
+    found = s.get("batched_tokens")
+    if found is not None and re.fullmatch(r"\s*-\d+\s*|\s*0+\s*", found.value):
+        return None
+    return _int_setting(s, "batched_tokens")
+
+
 def _set_at_run_time(s: Settings, key: str) -> bool:
     found = s.get(key)
     return found is not None and _unresolved(found.value)
@@ -829,7 +838,7 @@ def _engine_specifics(req: EstimateRequest, ann: dict[str, str], s: Settings, wo
     changes: dict[str, Any] = {}
     if (seqs := _int_setting(s, "max_seqs")) is not None:
         changes["max_num_seqs"] = seqs
-    if (tokens := _int_setting(s, "batched_tokens")) is not None:
+    if (tokens := _batched_tokens(s)) is not None:
         changes["batched_tokens"] = tokens
     if s.flag("enforce_eager"):
         changes["enforce_eager"] = True

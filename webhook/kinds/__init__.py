@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from . import (
     aibrix,
+    aibrix_claim,
     argo,
     dynamo,
     generic,
+    grove,
     jobset,
     kaito,
+    kaito_multirole,
     knative,
     kserve,
     kubeai,
+    llmaz,
     lws,
     nim,
+    ome,
     prodstack,
     ray,
     trainer,
@@ -27,30 +33,61 @@ from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
 from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError, as_list
 
 _Extract = Callable[[dict[str, Any], Context], RoleSet]
-_BY_KIND: dict[str, _Extract] = {
-    **dict.fromkeys(lws.KINDS, lws.roles),
-    **dict.fromkeys(kserve.KINDS, kserve.roles),
-    **dict.fromkeys(ray.KINDS, ray.roles),
-    **dict.fromkeys(trainer.KINDS, trainer.roles),
-    **dict.fromkeys(jobset.KINDS, jobset.roles),
-    **dict.fromkeys(kubeai.KINDS, kubeai.roles),
-    **dict.fromkeys(nim.KINDS, nim.roles),
-    **dict.fromkeys(dynamo.KINDS, dynamo.roles),
-    **dict.fromkeys(argo.KINDS, argo.roles),
-    **dict.fromkeys(kaito.KINDS, kaito.roles),
-    **dict.fromkeys(aibrix.KINDS, aibrix.roles),
-    **dict.fromkeys(prodstack.KINDS, prodstack.roles),
+
+
+def _keyed(group: str, kinds: frozenset[str], extract: _Extract) -> dict[tuple[str, str], _Extract]:
+    return {(group, kind): extract for kind in kinds}
+
+
+# Every reader, keyed by API group and kind: a namesake of another group (OME's ``ome.io`` InferenceService,
+# a ``Model`` of some other project) is never read as the one a module knows. Versions of one group whose
+# fields differ are told apart inside the module (Dynamo's v1beta1 ``components``, KAITO's v1alpha1 fields).
+READERS: dict[tuple[str, str], _Extract] = {
+    **_keyed(lws.GROUP, lws.KINDS, lws.roles),
+    **_keyed(kserve.GROUP, kserve.KINDS, kserve.roles),
+    **_keyed(ray.GROUP, ray.KINDS, ray.roles),
+    **_keyed(trainer.GROUP, trainer.KINDS, trainer.roles),
+    **_keyed(trainer.PYTORCH_GROUP, trainer.PYTORCH_KINDS, trainer.roles),
+    **_keyed(jobset.GROUP, jobset.KINDS, jobset.roles),
+    **_keyed(kubeai.API_GROUP, kubeai.KINDS, kubeai.roles),
+    **_keyed(nim.GROUP, nim.KINDS, nim.roles),
+    **_keyed(dynamo.GROUP, dynamo.KINDS, dynamo.roles),
+    **_keyed(argo.GROUP, argo.KINDS, argo.roles),
+    **_keyed(kaito.GROUP, kaito.KINDS, kaito.roles),
+    **_keyed(aibrix.GROUP, aibrix.KINDS, aibrix.roles),
+    **_keyed(prodstack.GROUP, prodstack.KINDS, prodstack.roles),
+    **_keyed(volcano.GROUP, volcano.KINDS, volcano.roles),
+    **_keyed(knative.GROUP, knative.KINDS, knative.roles),
+    **_keyed(ome.GROUP, ome.KINDS, ome.roles),
+    **_keyed(grove.GROUP, grove.KINDS, grove.roles),
+    **_keyed(llmaz.GROUP, llmaz.KINDS, llmaz.roles),
+    **_keyed(kaito_multirole.GROUP, kaito_multirole.KINDS, kaito_multirole.roles),
+    **_keyed(aibrix_claim.GROUP, aibrix_claim.KINDS, aibrix_claim.roles),
 }
-# Kinds whose name a built-in kind also has: told apart by their API group.
-_BY_GROUP_KIND: dict[tuple[str, str], _Extract] = {
-    **{(volcano.GROUP, k): volcano.roles for k in volcano.KINDS},
-    **{(knative.GROUP, k): knative.roles for k in knative.KINDS},
-}
-# The kinds LLMs ship in (custom resources), and every kind vramgate judges.
-CUSTOM_KINDS = frozenset(_BY_KIND) | frozenset(k for _, k in _BY_GROUP_KIND)
+# Groups whose kinds share a name with Kubernetes' own (Service, Job): read only when the apiVersion says so.
+_GROUP_ONLY = frozenset({volcano.GROUP, knative.GROUP})
+# The kinds LLMs ship in (custom resources), and every kind vramgate judges (by name: metrics, audit lists).
+CUSTOM_KINDS = frozenset(k for _, k in READERS)
 KINDS = POD_KINDS | CUSTOM_KINDS
 # Kinds that hold pod templates without running them (defaults an operator copies from): never read generically.
 _TEMPLATE_SUFFIXES = ("Runtime", "Config", "Template", "Definition")
+
+
+def reader_key(obj: dict[str, Any]) -> tuple[tuple[str, str] | None, str]:
+    """The ``(group, kind)`` whose reader reads ``obj`` (None: the generic reader), and a warning when that is
+    a guess: an object with no apiVersion (a hand-written file; the API server always sets one) is read by
+    the one reader of its kind name, said so; a kind name two groups share is then not guessed at."""
+    kind = str(obj.get("kind"))
+    api = obj.get("apiVersion")
+    if isinstance(api, str) and api:
+        key = (api_group(obj), kind)
+        return (key if key in READERS else None), ""
+    named = sorted(g for g, k in READERS if k == kind and g not in _GROUP_ONLY)
+    if len(named) == 1:
+        return (named[0], kind), f"{kind} has no apiVersion: read as {kind} of {named[0]}"
+    if named:
+        return None, f"{kind} has no apiVersion, and {' and '.join(named)} both have one: read generically"
+    return None, ""
 
 
 def nothing_to_judge(obj: dict[str, Any]) -> str:
@@ -64,8 +101,9 @@ def nothing_to_judge(obj: dict[str, Any]) -> str:
 def roles(obj: Any, ctx: Context | None = None) -> RoleSet | None:
     """The roles of a workload object, or None when its kind carries no pod. Raises WorkloadError.
 
-    Built-in kinds by kind and API group; the kinds LLMs ship in by their module; any other kind by the
-    generic reader (its pod specs, each with a warning), unless it is a runtime or template kind.
+    Built-in kinds by kind and API group; the kinds LLMs ship in by their module, keyed by API group and kind;
+    any other kind (a namesake of another group included) by the generic reader (its pod specs, each with a
+    warning), unless it is a runtime or template kind.
     """
     if not isinstance(obj, dict):
         raise WorkloadError("object must be a mapping")
@@ -73,17 +111,22 @@ def roles(obj: Any, ctx: Context | None = None) -> RoleSet | None:
     kind = obj.get("kind")
     if not isinstance(kind, str):
         return None
-    group = api_group(obj)
     if kind in POD_KINDS and is_builtin(obj):
         view = pod_view(obj, ctx.namespace)
         assert view is not None
         return RoleSet(kind, view.name, (Role("", view),))
-    extract = _BY_GROUP_KIND.get((group, kind)) or (_BY_KIND.get(kind) if kind not in POD_KINDS else None)
-    if extract is not None:
-        return extract(obj, ctx)
+    key, note = reader_key(obj)
+    if key is not None:
+        return _noted(READERS[key](obj, ctx), note)
     if kind in RUNTIME_KINDS or kind.endswith(_TEMPLATE_SUFFIXES):
         return None
-    return generic.roles(obj, ctx)
+    return _noted(generic.roles(obj, ctx), note)
+
+
+def _noted(rs: RoleSet | None, note: str) -> RoleSet | None:
+    if rs is None or not note:
+        return rs
+    return replace(rs, warnings=(*rs.warnings, f"{rs.ref}: {note}"))
 
 
 __all__ = [
@@ -91,6 +134,7 @@ __all__ = [
     "KINDS",
     "NO_RUNTIMES",
     "POD_KINDS",
+    "READERS",
     "RUNTIME_KINDS",
     "TEMPLATE_PATHS",
     "Context",
@@ -105,5 +149,6 @@ __all__ = [
     "is_builtin",
     "pod_part",
     "pod_view",
+    "reader_key",
     "roles",
 ]

@@ -18,6 +18,8 @@ from .view import (
     template_parts,
 )
 
+# kubernetes-sigs/jobset api/jobset/v1alpha2/groupversion_info.go.
+GROUP = "jobset.x-k8s.io"
 KINDS = frozenset({"JobSet"})
 
 

@@ -38,6 +38,9 @@ from .view import (
     inherit_annotations,
 )
 
+# kserve/kserve config/crd/full/serving.kserve.io_inferenceservices.yaml (v0.15.2, .cache/crds); LLMInferenceService
+# in the same group (pkg/apis/serving/v1alpha1). OME's namesake is ome.io: not read here.
+GROUP = "serving.kserve.io"
 KINDS = frozenset({"InferenceService", "LLMInferenceService"})
 
 MAIN, WORKER = "kserve-container", "worker-container"
@@ -434,6 +437,13 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
         template = part.get("template")
         pod: dict[str, Any] = copied(template) if isinstance(template, dict) else {}
         flags = _parallel_flags(par, tp, pp, data, data_local)
+        if pp > 1 and part.get("worker") is None and not _own_command(pod):
+            # kserve/kserve#6044 (v0.20.0): the single-node templates render no --pipeline-parallel-size, so vLLM
+            # runs TP alone on part of the GPUs the pod still holds. A release with the fix (kserve#6121) runs PP:
+            # judged as written, said so.
+            warnings.append(f"{kind.lower()}/{name}: {where}.parallelism.pipeline is {pp} on one node (no "
+                            f"worker): KServe v0.20's single-node templates drop it (kserve/kserve#6044), so vLLM "
+                            f"may run tensor parallel {tp} alone while the pod keeps its GPUs; judged with PP {pp}")
         pod["containers"] = [_llm_main(c, model_name, flags) for c in as_list(pod.get("containers"))
                              if isinstance(c, dict)] or [_llm_main({"name": "main"}, model_name, flags)]
         pod_meta = inherit_annotations({"annotations": as_dict(part.get("annotations")),
@@ -451,6 +461,12 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
     if model_name is None and not isinstance(uri, str):
         warnings.append(f"{kind.lower()}/{name}: spec.model.uri is missing")
     return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)
+
+
+def _own_command(pod: dict[str, Any]) -> bool:
+    """Whether the ``main`` container sets its own command (then no LLMInferenceServiceConfig template renders it)."""
+    return any(isinstance(c, dict) and c.get("name") == "main" and c.get("command")
+               for c in as_list(pod.get("containers")))
 
 
 def _parallel_flags(par: dict[str, Any], tp: int, pp: int, data: int, data_local: int) -> list[str]:

@@ -20,6 +20,8 @@ from .view import (
     template_parts,
 )
 
+# kubernetes-sigs/lws config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml (v0.7.0, .cache/crds).
+GROUP = "leaderworkerset.x-k8s.io"
 KINDS = frozenset({"LeaderWorkerSet"})
 # Words that show a container names its model itself (then a worker does not borrow the leader's command).
 _MODEL_WORDS = ("--model", "serve", "MODEL_ID", "MODEL_NAME", "--model-path", "--hf-repo")

@@ -16,6 +16,8 @@ from typing import Any
 from .runtimes import Context
 from .view import PodView, Role, RoleSet, WorkloadError, as_dict, as_list, count, identity, inherit_annotations
 
+# NVIDIA/k8s-nim-operator api/apps/v1alpha1/groupversion_info.go.
+GROUP = "apps.nvidia.com"
 KINDS = frozenset({"NIMService"})
 
 

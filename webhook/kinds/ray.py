@@ -39,6 +39,8 @@ from .view import (
     template_parts,
 )
 
+# ray-project/kuberay ray-operator/config/crd/bases/ray.io_rayservices.yaml (v1.4.0, .cache/crds).
+GROUP = "ray.io"
 KINDS = frozenset({"RayCluster", "RayJob", "RayService"})
 # Engine kwargs that are secrets or do not change memory; never copied into a synthesised command line.
 _SKIP_KWARGS = frozenset({"hf_token", "api_key", "model"})

@@ -34,7 +34,12 @@ from .view import (
     template_parts,
 )
 
-KINDS = frozenset({"TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "PyTorchJob"})
+# kubeflow/trainer pkg/apis/trainer/v1alpha1/groupversion_info.go: trainer.kubeflow.org; the training-operator's
+# PyTorchJob is kubeflow.org (kubeflow/training-operator pkg/apis/kubeflow.org/v1).
+GROUP = "trainer.kubeflow.org"
+KINDS = frozenset({"TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"})
+PYTORCH_GROUP = "kubeflow.org"
+PYTORCH_KINDS = frozenset({"PyTorchJob"})
 TRAINER_JOB = "node"
 TRAINER_CONTAINER = "node"
 _ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"

@@ -441,8 +441,11 @@ spec:
   (list "dynamo" "nvidia.com" (list "dynamographdeployments" "dynamocomponentdeployments") "Namespaced")
   (list "roleBasedGroup" "workloads.x-k8s.io" (list "rolebasedgroups") "Namespaced")
   (list "argoWorkflows" "argoproj.io" (list "workflows" "cronworkflows") "Namespaced")
-  (list "kaito" "kaito.sh" (list "workspaces" "inferencesets") "Namespaced")
-  (list "knative" "serving.knative.dev" (list "services" "configurations") "Namespaced") }}
+  (list "kaito" "kaito.sh" (list "workspaces" "inferencesets" "multiroleinferences") "Namespaced")
+  (list "knative" "serving.knative.dev" (list "services" "configurations") "Namespaced")
+  (list "ome" "ome.io" (list "inferenceservices") "Namespaced")
+  (list "grove" "grove.io" (list "podcliquesets") "Namespaced")
+  (list "llmaz" "inference.llmaz.io" (list "playgrounds") "Namespaced") }}
 {{- $installed := dict }}
 {{- range $v := .Capabilities.APIVersions }}
 {{- $_ := set $installed (index (splitList "/" $v) 0) true }}

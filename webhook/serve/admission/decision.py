@@ -97,9 +97,14 @@ def declaration_changed(obj: dict[str, Any], old: dict[str, Any] | None) -> bool
 
 
 def _with_kind(obj: dict[str, Any], req: AdmissionRequest) -> dict[str, Any]:
-    if isinstance(obj.get("kind"), str):
-        return obj
-    return {**obj, "kind": req["kind"]["kind"]}
+    """The object with the request's kind and apiVersion where it lacks them: readers are keyed by both."""
+    gvk = req["kind"]
+    out = obj if isinstance(obj.get("kind"), str) else {**obj, "kind": gvk["kind"]}
+    api = obj.get("apiVersion")
+    if not (isinstance(api, str) and api) and isinstance(gvk.get("version"), str) and gvk.get("version"):
+        group = gvk.get("group") or ""
+        out = {**out, "apiVersion": f"{group}/{gvk['version']}" if group else str(gvk["version"])}
+    return out
 
 
 def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: Runtimes | None = None) -> Answer:

@@ -1,0 +1,50 @@
+"""AIBrix ModelClaim (model.aibrix.ai): a model attached to warm GPU pool pods, which starts no pod itself.
+
+Shape from vllm-project/aibrix api/model/v1alpha1/modelclaim_types.go (at 1de52d8; group from doc.go
+``+groupName=model.aibrix.ai``): ``spec.{modelName, podSelector, artifactURL (s3://, gcs://, huggingface://…),
+engine (vllm | sglang), replicas, engineConfig.args, perGPU.{maximumFootprint, kvFloor}}``. The controller
+picks a pod of the warm pool (an ordinary Deployment labelled ``pool.aibrix.ai/name``) and starts the model there
+as an engine process sharing the GPU through kvcached: the pool Deployment carries no model, and the claim no
+pod. So nothing is judged here; the warning names the model and where it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .runtimes import Context
+from .view import RoleSet, as_dict, identity
+
+GROUP = "model.aibrix.ai"
+KINDS = frozenset({"ModelClaim"})
+_HUB_SCHEMES = ("huggingface://", "hf://")
+
+
+def claimed_model(obj: dict[str, Any]) -> str | None:
+    """The model a ModelClaim attaches: a hub id for a ``huggingface://`` artifact, else the artifact URL."""
+    url = as_dict(obj.get("spec")).get("artifactURL")
+    if not isinstance(url, str) or not url:
+        return None
+    for scheme in _HUB_SCHEMES:
+        if url.startswith(scheme):
+            return url.removeprefix(scheme).strip("/") or None
+    return url
+
+
+def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
+    """No roles: the claim's engine runs inside pool pods judged as their Deployment; a warning says so."""
+    kind = str(obj.get("kind"))
+    name, _, _ = identity(obj, ctx.namespace)
+    spec = as_dict(obj.get("spec"))
+    ref = f"{kind.lower()}/{name}"
+    model = claimed_model(obj)
+    engine = str(spec.get("engine") or "vllm")
+    pool = ", ".join(f"{k}={v}" for k, v in as_dict(as_dict(spec.get("podSelector")).get("matchLabels")).items())
+    per_gpu = as_dict(spec.get("perGPU"))
+    declared = (f"; it declares {per_gpu.get('maximumFootprint')} + {per_gpu.get('kvFloor')} KV per GPU"
+                if per_gpu else "; it declares no perGPU cost (AIBrix requires one)")
+    what = f"model {model}" if model else "a model (spec.artifactURL is missing)"
+    return RoleSet(kind, name, (), (
+        f"{ref}: starts no pod: AIBrix runs {what} on {engine} inside a warm pool pod ({pool or 'spec.podSelector'}), "
+        f"sharing its GPU with other claims{declared}; the pool's pods are judged as their Deployment, which names "
+        f"no model (declare vramgate.io/model or vramgate.io/vram there)",))

@@ -39,7 +39,7 @@ def _vllm_script(script: str) -> dict[str, Any]:
 
 
 def arithmetic_huge(factors: int = 20) -> dict[str, Any]:
-    """``$(( (<4,300 digits>**64) * … ))``: 20 factors make an 87 KB pod."""
+    """``$(( (<4,300 digits>**64) * … ))``: 20 factors make an 87 KB pod (past the script bound); 3 stay under it."""
     expr = " * ".join(f"({_BIG}**64)" for _ in range(factors))
     return _vllm_script(f"vllm serve meta-llama/Llama-3.1-8B --max-model-len $(( {expr} ))")
 
@@ -129,7 +129,7 @@ class Case:
 
 CASES = (
     Case("arithmetic: (4,300 digits ** 64) x 20", arithmetic_huge),
-    Case("arithmetic: (4,300 digits ** 64) x 10", lambda: arithmetic_huge(10)),
+    Case("arithmetic: (4,300 digits ** 64) x 3", lambda: arithmetic_huge(3)),
     Case("arithmetic: (2**64)**64", arithmetic_overflow),
     Case("arithmetic: 5,000 unary minus", arithmetic_unary),
     Case("sh -c script of 2.9 MB", huge_script),

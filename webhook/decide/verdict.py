@@ -128,6 +128,8 @@ def judge(
         return Judgement(True, TOO_LARGE, warnings=(exc.warning,))
     except RecursionError:  # a structure nested past what a bound caught: the same answer, never a traceback
         return Judgement(True, TOO_LARGE, warnings=(TooLarge("nested too deep").warning,))
+    except OverflowError:  # a setting past what a float holds (`--max-model-len 1<1,233 zeros>`): never computed
+        return Judgement(True, TOO_LARGE, warnings=(TooLarge("a number past 1.8e308 in its settings").warning,))
 
 
 def _judge(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str | None,

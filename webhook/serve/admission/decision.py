@@ -126,8 +126,10 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
         return Answer(True, "excluded")
     try:
         if too_deep(obj) or too_deep(req.get("oldObject")):
-            # Before anything recurses over it (comparisons, the patch's copy): admitted unjudged, as judge() does.
-            return Answer(True, TOO_LARGE, warnings=(TooLarge(f"nested more than {MAX_OBJECT_DEPTH} deep").warning,))
+            # Before anything recurses over it (comparisons, the patch's copy): admitted unjudged, as judge() does;
+            # the warning once, from /validate, as for every judgement.
+            note = TooLarge(f"objects nested more than {MAX_OBJECT_DEPTH} deep").warning
+            return Answer(True, TOO_LARGE, warnings=(note,) if webhook == "validate" else ())
         if skipped(obj):
             return Answer(True, "skip-label")
         # One snapshot per review: the namespace's enforcement label and the verdict come from the same one.

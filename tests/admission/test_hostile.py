@@ -162,6 +162,43 @@ def test_healthz_answers_while_hostile_reviews_are_judged_over_https(svc: Servic
     assert max(lat) <= 0.25
 
 
+class _ConfigMaps:
+    """A stand-in for RawApi's ``get`` of ConfigMaps, as tests/unit/test_configmaps.py uses (e2e reads real ones)."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.objects = {o["metadata"]["name"]: o for o in objects}
+
+    def get(self, path: str) -> Any:
+        return self.objects[path.rsplit("/", 1)[-1]]
+
+
+def test_a_config_from_a_configmap_is_parsed_off_the_event_loop(svc: Service, monkeypatch: pytest.MonkeyPatch,
+                                                                quiet: None) -> None:
+    from webhook.kube.configmaps import ConfigMapReader
+    from webhook.units.bounds import CONFIG_FILES
+
+    pod, (configmap,) = hostile.configmap_big(60_000)
+    configmap["data"]["qlora.yml"] += f"# {uuid.uuid4()}\n"  # content no other test has parsed
+    threads: list[str] = []
+    parse = CONFIG_FILES._parse
+
+    def spy(text: str, what: str) -> Any:
+        threads.append(threading.current_thread().name)
+        return parse(text, what)
+
+    monkeypatch.setattr(CONFIG_FILES, "_parse", spy)
+    api = _ConfigMaps([configmap])
+    svc.state.configmaps = ConfigMapReader(lambda: api)  # type: ignore[arg-type,return-value]
+    try:
+        for _ in range(2):
+            resp = svc.ask("validate", hostile.review(pod))
+            assert resp["allowed"] and not any(w.startswith(NOT_JUDGED) for w in resp.get("warnings", []))
+    finally:
+        svc.state.configmaps = None
+    print(f"\nparsed in: {threads}")
+    assert len(threads) == 1 and threads[0].startswith("AnyIO worker thread")
+
+
 # --- generated manifests through the decision ------------------------------------------------------------------
 
 _WORD = st.one_of(

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -209,21 +210,30 @@ class ParsedCache:
         self.parses = 0
 
     def load(self, text: str, what: str) -> Any:
-        """``load_yaml(text, what)``, remembered; TooLarge and YAMLError are remembered too (as what they raise)."""
+        """``load_yaml(text, what)``, remembered; TooLarge and YAMLError are remembered too (as what they raise).
+
+        A TooLarge remembered from another caller is raised again with this caller's ``what``: the warning reads the
+        same whoever parsed the text first (the route, warming the cache off the event loop, or the engine)."""
+        check_size(text, MAX_CONFIG_BYTES, what)  # before hashing it: a megabyte is refused at once, every time
         with self._lock:
             found = self._docs.get(text, _MISSING)
             if found is not _MISSING:
                 self._docs.move_to_end(text)
-        if isinstance(found, Exception):
-            raise found.with_traceback(None)
-        if found is not _MISSING:
-            return found
+        if found is _MISSING:
+            found = self._parse(text, what)
+        if isinstance(found, _Failed):
+            if isinstance(found.error, TooLarge):
+                raise TooLarge(found.error.what.replace(found.what, what, 1))
+            raise found.error.with_traceback(None)
+        return found
+
+    def _parse(self, text: str, what: str) -> Any:
         self.parses += 1
         try:
             with budget(None):  # parsed once per content (at most MAX_CONFIG_BYTES): outside the review's budget,
                 doc: Any = load_yaml(text, what, limit=MAX_CONFIG_BYTES)  # or one near it would never be read
         except (TooLarge, yaml.YAMLError) as exc:
-            doc = exc
+            doc = _Failed(what, exc)
         with self._lock:
             if text not in self._docs:
                 self._docs[text] = doc
@@ -231,12 +241,18 @@ class ParsedCache:
             while self._docs and (len(self._docs) > self.entries or self._size > self.chars):
                 old, _ = self._docs.popitem(last=False)
                 self._size -= len(old)
-        if isinstance(doc, Exception):
-            raise doc
         return doc
 
 
 _MISSING = object()
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A text that did not parse, remembered: the error, and the ``what`` it was raised with."""
+
+    what: str
+    error: TooLarge | yaml.YAMLError
 
 
 # The config files engines read from ConfigMaps (engines/base.py:yaml_mapping): once per content, not per review.

@@ -136,6 +136,9 @@ class Admission(_Section):
     configmap_ttl_seconds: float = Field(30.0, gt=0)
     # How long one review may wait for ConfigMap reads before it is judged without them.
     configmap_budget_seconds: float = Field(1.0, gt=0)
+    # CPU seconds one review may spend judging its object; past it the object is admitted unjudged, with a warning
+    # (a hostile script or config must not hold the event loop, and /healthz with it). 0: no budget.
+    review_cpu_budget_seconds: float = Field(0.05, ge=0)
     autofit: Autofit = Field(default_factory=Autofit)
     # The VRAM affinity also names, for nodes that carry neither vramgate's nor GFD's memory label (a node a
     # provisioner has not created yet), the Karpenter (AWS) and GKE GPU names that can hold the pod.

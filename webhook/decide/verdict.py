@@ -11,6 +11,7 @@ from ..cluster.usage import container_gpus
 from ..config import Config, Enforcement
 from ..kinds import POD_KINDS, Context, PodView, Role, RoleSet, Runtimes, WorkloadError, is_builtin, pod_view, roles
 from ..models.catalog import Catalog
+from ..units.bounds import OverBudget, TooLarge
 from ..units.declaration import DeclarationError
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import Demand, read_demand
@@ -51,10 +52,15 @@ class Judgement:
         """What an admitted judgement says of the workload: its estimate, or why there is none."""
         if self.demand is not None:
             return self.demand.summary()
-        return "not judged here (see its warning)" if self.code == NOT_JUDGED else "no GPU requested"
+        if self.code in (NOT_JUDGED, TOO_LARGE, OVER_BUDGET):
+            return "not judged here (see its warning)"
+        return "no GPU requested"
 
 
 FITS, REROUTED, NOT_JUDGED = "fits", "rerouted", "not-judged"
+# Past a bound of units/bounds.py (a script, a flag list, embedded YAML, nesting, the review's CPU budget):
+# admitted unjudged, with the warning saying which.
+TOO_LARGE, OVER_BUDGET = "too-large", "over-budget"
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,23 @@ def judge(
 
     ``runtimes`` are the ServingRuntimes/TrainingRuntimes the object may refer to (`vramgate check -f`
     passes those in its files); without them kinds fall back to the projects' default runtimes.
+
+    An object past a bound of ``units/bounds.py`` is admitted unjudged, with a warning naming the bound.
     """
+    try:
+        return _judge(obj, snapshot, config, catalog, namespace, enforcement, runtimes)
+    except OverBudget as exc:
+        return Judgement(True, OVER_BUDGET, warnings=(exc.warning,))
+    except TooLarge as exc:
+        return Judgement(True, TOO_LARGE, warnings=(exc.warning,))
+    except RecursionError:  # a structure nested past what a bound caught: the same answer, never a traceback
+        return Judgement(True, TOO_LARGE, warnings=(TooLarge("nested too deep").warning,))
+    except OverflowError:  # a setting past what a float holds (`--max-model-len 1<1,233 zeros>`): never computed
+        return Judgement(True, TOO_LARGE, warnings=(TooLarge("a number past 1.8e308 in its settings").warning,))
+
+
+def _judge(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Catalog, namespace: str | None,
+           enforcement: Enforcement, runtimes: Runtimes | None) -> Judgement:
     if enforcement == "off":
         return Judgement(True, "enforcement-off")
     if not isinstance(obj, dict):

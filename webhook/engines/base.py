@@ -9,6 +9,7 @@ from functools import lru_cache
 
 import yaml
 
+from ..units.bounds import CONFIG_FILES
 from .cmdline import Argv, Command, OptionTable
 
 Version = tuple[int, ...]
@@ -124,11 +125,12 @@ def find_command(commands: Sequence[Command], programs: Sequence[str], modules: 
     return None
 
 
-def yaml_mapping(text: str) -> dict[str, object] | None:
+def yaml_mapping(text: str, what: str = "a config file") -> dict[str, object] | None:
     """A config file's text as a YAML mapping (a trainer's YAML, TRT-LLM's extra LLM API options); None when it
-    is not YAML or not a mapping."""
+    is not YAML or not a mapping. Parsed once per content (units/bounds.py: TooLarge past its bounds); the
+    mapping is shared, so callers only read it."""
     try:
-        doc = yaml.safe_load(text)
+        doc = CONFIG_FILES.load(text, what)
     except yaml.YAMLError:
         return None
     return doc if isinstance(doc, dict) else None

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from ..units.bounds import MAX_SCRIPT_BYTES, MAX_WORDS, TooLarge, check_size, spend
 
 _SHELL_NAMES = frozenset({"sh", "bash", "dash", "ash", "zsh"})
 # Words that run the next word as the program (`exec vllm serve …`, `env A=1 vllm …`).
@@ -22,6 +26,13 @@ _ARITHMETIC = re.compile(r"\$\(\(((?:[^()]|\([^()]*\))*)\)\)")
 _ARITH_MARK = re.compile(r"\x00(\d+)\x00")
 _ARITH_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*/%()]))")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Shell arithmetic is signed 64-bit (dash and bash: intmax_t). A value past it, a literal longer than it, an
+# expression of more tokens or deeper nesting than these is "unknown" here, never computed: Python's integers
+# have no bound, and `(<4,300 digits>**64) * …` took seconds of the event loop.
+_ARITH_MIN, _ARITH_MAX = -(2**63), 2**63 - 1
+_ARITH_MAX_TOKENS = 256
+_ARITH_MAX_DEPTH = 32
+_ARITH_MAX_DIGITS = 19
 
 
 def kubelet_expand(text: str, env: Mapping[str, str]) -> str:
@@ -152,6 +163,8 @@ def arithmetic_value(expr: str, env: Mapping[str, str]) -> str:
     tokens: list[str] = []
     pos = 0
     while pos < len(text):
+        if len(tokens) >= _ARITH_MAX_TOKENS:
+            return UNKNOWN_VALUE
         match = _ARITH_TOKEN.match(text, pos)
         if match is None or match.end() == pos:
             if text[pos:].strip():
@@ -163,9 +176,10 @@ def arithmetic_value(expr: str, env: Mapping[str, str]) -> str:
             value = env.get(name, "").strip()
             if not value.lstrip("-").isdigit():
                 return UNKNOWN_VALUE
-            tokens.append(value)
-        else:
-            tokens.append(number if number is not None else op)
+            number = value
+        if number is not None and len(number.lstrip("-")) > _ARITH_MAX_DIGITS:
+            return UNKNOWN_VALUE  # before int(): converting thousands of digits is itself the cost
+        tokens.append(number if number is not None else op)
     try:
         return str(_Arithmetic(tokens).value())
     except (ValueError, ZeroDivisionError, IndexError):
@@ -176,12 +190,28 @@ def arithmetic_value(expr: str, env: Mapping[str, str]) -> str:
 UNKNOWN_VALUE = "${VRAMGATE_UNKNOWN}"
 
 
+def _bounded(value: int) -> int:
+    if not _ARITH_MIN <= value <= _ARITH_MAX:
+        raise ValueError("past 64 bits")  # the shell would wrap around; the value is not what was meant
+    return value
+
+
 class _Arithmetic:
-    """A recursive-descent reader of shell integer arithmetic (C precedence, truncating division)."""
+    """A recursive-descent reader of shell integer arithmetic (C precedence, truncating division), in 64 bits.
+
+    Every value stays within signed 64 bits (ValueError past it), and nesting (parentheses, unary signs, the
+    right-associative ``**``) stops at _ARITH_MAX_DEPTH: recursion here is bounded whatever the input.
+    """
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = tokens
         self.i = 0
+        self.depth = 0
+
+    def _deeper(self) -> None:
+        self.depth += 1
+        if self.depth > _ARITH_MAX_DEPTH:
+            raise ValueError("nested too deep")
 
     def value(self) -> int:
         result = self._sum()
@@ -198,7 +228,7 @@ class _Arithmetic:
             op = self.tokens[self.i]
             self.i += 1
             right = self._product()
-            left = left + right if op == "+" else left - right
+            left = _bounded(left + right if op == "+" else left - right)
         return left
 
     def _product(self) -> int:
@@ -208,7 +238,7 @@ class _Arithmetic:
             self.i += 1
             right = self._power()
             if op == "*":
-                left *= right
+                left = _bounded(left * right)
             else:
                 quotient = abs(left) // abs(right) * (1 if (left >= 0) == (right >= 0) else -1)
                 left = quotient if op == "/" else left - quotient * right
@@ -218,21 +248,28 @@ class _Arithmetic:
         base = self._unary()
         if self._peek() == "**":
             self.i += 1
+            self._deeper()
             exponent = self._power()
+            self.depth -= 1
             if exponent < 0 or exponent > 64:
                 raise ValueError("exponent out of range")
-            return int(base**exponent)
+            # |base| < 2**63 and exponent <= 64: at most 4,032 bits before the bound, a few microseconds.
+            return _bounded(base**exponent)
         return base
 
     def _unary(self) -> int:
         token = self._peek()
         if token in ("+", "-"):
             self.i += 1
+            self._deeper()
             inner = self._unary()
-            return -inner if token == "-" else inner
+            self.depth -= 1
+            return _bounded(-inner if token == "-" else inner)
         if token == "(":
             self.i += 1
+            self._deeper()
             inner = self._sum()
+            self.depth -= 1
             if self._peek() != ")":
                 raise ValueError("unbalanced parentheses")
             self.i += 1
@@ -240,7 +277,7 @@ class _Arithmetic:
         if token is None or not token.lstrip("-").isdigit():
             raise ValueError(f"expected a number, got {token!r}")
         self.i += 1
-        return int(token)
+        return _bounded(int(token))
 
 
 @dataclass(frozen=True)
@@ -259,7 +296,9 @@ def split_script(script: str, env: Mapping[str, str], params: Sequence[str] = ()
     """Split a shell script into simple commands, with ``export``/assignments carried forward.
 
     ``params`` are the positional parameters after ``sh -c SCRIPT`` ($0 first): ``"$@"`` expands to them.
+    Raises TooLarge for a script longer than MAX_SCRIPT_BYTES (the tokenizer is Python, char by char).
     """
+    check_size(script, MAX_SCRIPT_BYTES, "sh -c script")
     text = script.replace("\\\r\n", " ").replace("\\\n", " ")
     # `$(( … ))` is evaluated where it stands, against the variables known there; until then a marker keeps
     # its parentheses from splitting the command (they would drop every flag after it).
@@ -277,6 +316,7 @@ def split_script(script: str, env: Mapping[str, str], params: Sequence[str] = ()
     commands: list[Command] = []
     positional = list(params[1:])
     for line_words in _words(text):
+        spend("the sh -c script")
         words: list[str] = []
         for w in line_words:
             if w in ("$@", "${@}", "$*", "${*}"):
@@ -393,6 +433,9 @@ def is_shell(words: list[str]) -> bool:
 def commands_of(container: Mapping[str, Any], env: Mapping[str, str]) -> list[Command]:
     """The simple commands a container runs: its command+args, or the script of a ``sh -c``."""
     raw: list[str] = []
+    words = sum(len(p) if isinstance(p, list) else 1 for p in (container.get("command"), container.get("args")))
+    if words > MAX_WORDS:  # before expanding each of them
+        raise TooLarge(f"command line of {words:,} words, more than {MAX_WORDS:,}")
     for key in ("command", "args"):
         part = container.get(key)
         if isinstance(part, list):
@@ -462,15 +505,24 @@ class OptionTable:
         if name in self.aliases:
             return self.aliases[name]
         if self.abbreviations and name.startswith("--") and len(name) > 3:
-            hits = {n for n in self.names if n.startswith(name)}
-            if len(hits) == 1:
-                return hits.pop()
+            # The names that start with ``name`` sit together in sorted order: one bisect, not a scan of all.
+            ordered = self._ordered
+            at = bisect.bisect_left(ordered, name)
+            if at < len(ordered) and ordered[at].startswith(name) and not (
+                    at + 1 < len(ordered) and ordered[at + 1].startswith(name)):
+                return ordered[at]
         return None
+
+    @cached_property
+    def _ordered(self) -> tuple[str, ...]:
+        return tuple(sorted(self.names))
 
 
 def parse_argv(words: Iterable[str], table: OptionTable) -> Argv:
     """Parse words as the program would: ``--flag value``, ``--flag=value``, booleans, prefixes."""
     tokens = list(words)
+    if len(tokens) > MAX_WORDS:
+        raise TooLarge(f"command line of {len(tokens):,} words, more than {MAX_WORDS:,}")
     options: dict[str, list[str]] = {}
     spelled: dict[str, str] = {}
     positionals: list[str] = []

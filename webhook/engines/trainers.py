@@ -151,7 +151,7 @@ _CONFIG_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 def read_config_file(settings: Settings, text: str, source: str) -> bool:
     """Fill ``settings`` from a trainer's YAML config (what the command line left unsaid); whether it was YAML."""
-    doc = yaml_mapping(text)
+    doc = yaml_mapping(text, source)
     if doc is None:
         return False
     for key, names in _CONFIG_KEYS:

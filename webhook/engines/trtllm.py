@@ -267,7 +267,7 @@ def read_config_file(settings: Settings, text: str, source: str) -> bool:
     The YAML is applied over the command line (serve.py ``update_llm_args_with_extra_dict``), so its values
     replace the flags'. False when the text is not a YAML mapping.
     """
-    doc = yaml_mapping(text)
+    doc = yaml_mapping(text, source)
     if doc is None:
         return False
 

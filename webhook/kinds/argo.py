@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..units.bounds import load_yaml
 from .runtimes import Context
 from .view import PodView, Role, RoleSet, as_dict, as_list, copied, identity, inherit_annotations
 
@@ -68,7 +69,7 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         patch = template.get("podSpecPatch")
         if isinstance(patch, str) and patch.strip():
             try:
-                merged = yaml.safe_load(_substitute(patch, workflow, inputs))
+                merged = load_yaml(_substitute(patch, workflow, inputs), "podSpecPatch")
             except yaml.YAMLError as exc:
                 warnings.append(f"{kind.lower()}/{name} ({role}): podSpecPatch is not JSON or YAML ({exc}); ignored")
                 merged = None

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from ..units.bounds import CONFIG_FILES
 from .runtimes import Context
 from .view import (
     PodView,
@@ -55,7 +56,7 @@ def _config_flags(name: Any, ctx: Context, ref: str) -> tuple[list[str], list[st
         return [], [f"{ref}: inference ConfigMap {name} ({CONFIG_KEY}) is not readable here; its vLLM arguments "
                     "are not known"]
     try:
-        doc = yaml.safe_load(text)
+        doc = CONFIG_FILES.load(text, f"ConfigMap {name} key {CONFIG_KEY}")
     except yaml.YAMLError:
         return [], [f"{ref}: inference ConfigMap {name}: {CONFIG_KEY} is not YAML; its vLLM arguments are not known"]
     return engine_flags(as_dict(as_dict(doc).get("vllm"))), []

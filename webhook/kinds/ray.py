@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ..units.bounds import load_yaml
 from .runtimes import Context
 from .view import (
     DeclaredValueError,
@@ -161,7 +162,7 @@ def entrypoint_app(spec: dict[str, Any], where: str, warnings: list[str]) -> LLM
     raw = spec.get("runtimeEnvYAML")
     if isinstance(raw, str) and raw.strip():
         try:
-            env = _env_vars(as_dict(yaml.safe_load(raw)))
+            env = _env_vars(as_dict(load_yaml(raw, "spec.runtimeEnvYAML")))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" (line {mark.line + 1})" if mark is not None else ""
@@ -186,7 +187,7 @@ def serve_llm_apps(raw: Any, warnings: list[str]) -> list[LLMApp]:
     if not isinstance(raw, str):
         raise DeclaredValueError("spec.serveConfigV2 must be a string holding Ray Serve's YAML config")
     try:
-        doc = yaml.safe_load(raw)
+        doc = load_yaml(raw, "spec.serveConfigV2")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

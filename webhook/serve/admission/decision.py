@@ -18,9 +18,10 @@ from ...cluster.snapshot import Snapshot
 from ...config import Config, Enforcement
 from ...decide.mutation import OUTPUT_ANNOTATIONS, mutation
 from ...decide.placement import Code, Need
-from ...decide.verdict import Judgement, judge
+from ...decide.verdict import OVER_BUDGET, TOO_LARGE, Judgement, judge
 from ...kinds import CUSTOM_KINDS, Runtimes, WorkloadError, is_builtin, pod_part, pod_view
 from ...models.catalog import Catalog
+from ...units.bounds import MAX_OBJECT_DEPTH, TooLarge, budget, too_deep
 from ...units.declaration import ANNOTATION_PREFIX
 from ..answers import Answer, Cached
 from ..hub import HubResolver
@@ -129,6 +130,11 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
     if namespace and (namespace == config.namespace or namespace in config.admission.excluded_namespaces):
         return Answer(True, "excluded")
     try:
+        if too_deep(obj) or too_deep(req.get("oldObject")):
+            # Before anything recurses over it (comparisons, the patch's copy): admitted unjudged, as judge() does;
+            # the warning once, from /validate, as for every judgement.
+            note = TooLarge(f"objects nested more than {MAX_OBJECT_DEPTH} deep").warning
+            return Answer(True, TOO_LARGE, warnings=(note,) if webhook == "validate" else ())
         if skipped(obj):
             return Answer(True, "skip-label")
         # One snapshot per review: the namespace's enforcement label and the verdict come from the same one.
@@ -160,7 +166,7 @@ def decide(state: AppState, req: AdmissionRequest, webhook: Webhook, runtimes: R
         if cached is None:
             cached = _judged(obj, snapshot, config, catalog, namespace, enforcement, webhook, runtimes, stale,
                              fit_mode)
-            if key is not None:
+            if key is not None and cached.answer.reason != OVER_BUDGET:  # over budget: maybe not the next time
                 state.answers.put(key, cached, snapshot, config, catalog)
         if cached.remember is not None:
             state.placeable.record(*cached.remember)
@@ -176,8 +182,10 @@ def _judged(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Ca
             enforcement: Enforcement, webhook: Webhook, runtimes: Runtimes | None = None,
             stale: float | None = None, fit_mode: AutofitMode = "off") -> Cached:
     """The answer for an object past the exclusions, and what /validate records of it: a function of the arguments."""
-    judgement = judge(obj, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement,
-                      runtimes=runtimes)
+    with budget(config.admission.review_cpu_budget_seconds):
+        # Only this first judgement: autofit's re-judgements below must never read "over budget" as "fits".
+        judgement = judge(obj, snapshot, config, catalog, namespace=namespace or None, enforcement=enforcement,
+                          runtimes=runtimes)
     if webhook == "validate" and stale is not None:
         judgement = softened(judgement, stale)
     if webhook == "validate":

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
 
 import anyio.to_thread
+import yaml
 from fastapi import APIRouter
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ...kinds import KINDS, Runtimes
 from ...kube.autofit_events import Target
-from ...kube.configmaps import configmap_refs
+from ...kube.configmaps import ConfigMapReader, configmap_refs
+from ...units.bounds import CONFIG_FILES, TooLarge
 from ..answers import Answer
 from ..bodies import BadContentLength, BodyTooLarge, read_limited
 from ..logs import info_fast
@@ -99,11 +102,27 @@ async def _configmaps_of(state: AppState, req: Any) -> Runtimes | None:
         return None
     deadline = time.monotonic() + state.config.admission.configmap_budget_seconds
     try:
-        found = await anyio.to_thread.run_sync(reader.read, namespace, names, deadline)
+        found = await anyio.to_thread.run_sync(_read_and_parse, reader, namespace, names, deadline)
     except Exception:  # a read that fails leaves the values unknown, as without the reader
         log.debug("ConfigMap read failed", exc_info=True)
         return None
     return Runtimes.of(found) if found else None
+
+
+# A ConfigMap value this long, over several lines, may be a config file an engine reads (a trainer's YAML): it is
+# parsed in the reading thread, so the review finds it parsed (CONFIG_FILES) instead of parsing it on the event loop.
+_PARSE_AHEAD_CHARS = 4096
+
+
+def _read_and_parse(reader: ConfigMapReader, namespace: str, names: list[str], deadline: float) -> list[dict[str, Any]]:
+    found = reader.read(namespace, names, deadline)
+    for cm in found:
+        data = cm.get("data")
+        for key, value in (data.items() if isinstance(data, dict) else ()):
+            if isinstance(value, str) and len(value) >= _PARSE_AHEAD_CHARS and "\n" in value:
+                with contextlib.suppress(TooLarge, yaml.YAMLError):
+                    CONFIG_FILES.load(value, f"ConfigMap {cm.get('metadata', {}).get('name')} key {key}")
+    return found
 
 
 def _fields(req: Any, webhook: str, verdict: str, answer: Answer, elapsed: float) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cluster.accelerators import NVIDIA, resources_of_vendors, vendor_of
+from ..cluster.accelerators import NVIDIA, generic_model_note, vendors
 from ..cluster.dra import DraView, Request, pod_claims
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
@@ -90,6 +90,9 @@ class Demand:
     picked_context: tuple[int, str] | None = None
     # Whose GPUs it asks: "nvidia" (config.labels.gpu_resource), else a vendor of webhook/data/accelerators.yaml.
     vendor: str = NVIDIA
+    # The vendor's finer resource the pod asks instead of devices (aws.amazon.com/neuroncore): ``gpus`` then counts
+    # cores, judged on each node's cores at a core's share of its device's memory. "" for devices.
+    unit: str = ""
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -349,12 +352,15 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     """
     try:
         gpus, containers = gpu_containers(view, (config.labels.gpu_resource, *config.labels.gpu_resource_aliases))
-        vendor = NVIDIA
+        vendor, unit = NVIDIA, ""
         if not gpus:
-            for resource in resources_of_vendors():
-                gpus, containers = gpu_containers(view, resource)
+            for v in vendors():
+                gpus, containers = gpu_containers(view, v.device_resources)
+                if not gpus and v.cores:
+                    gpus, containers = gpu_containers(view, v.cores)
+                    unit = v.cores if gpus else ""
                 if gpus:
-                    vendor = vendor_of(resource) or NVIDIA
+                    vendor = v.name
                     break
         mig, mig_found = mig_containers(view, config.labels.mig_resource_prefix)
         mig_warning = None
@@ -415,6 +421,11 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     workload: Workload = "training" if workload_raw == "training" else "inference"
     if workload == "training":
         engine = training_engine().name
+    generic = generic_model_note(vendor, engine) if vendor != NVIDIA else None
+    if generic is not None:
+        # vLLM on Gaudi, vLLM TPU, Neuron: vramgate has no engine plan there, and says which model it used.
+        warnings.append(generic)
+        sources.append(("memory model", f"generic (no {engine or 'engine'} plan on {vendor})"))
     tier = _tier(view, ann, config)
     placement_raw = ann.get(d.A_PLACEMENT)
     placement: PlacementMode | None = None
@@ -486,7 +497,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
             sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (),
-            unknown_model=unknown_model, mig=mig, vendor=vendor, **kw,
+            unknown_model=unknown_model, mig=mig, vendor=vendor, unit=unit, **kw,
         )
 
     if explicit is not None:

@@ -5,6 +5,7 @@ slice spans hosts is never rejected on one host's chips, and `vramgate nodes` sa
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +198,49 @@ def test_nodes_text_and_json_agree(capsys: pytest.CaptureFixture[str], fixture: 
             assert f"slice {r['topology']}" in t["LAYOUT"]
         if r["cores"] and r["cores"]["count"]:
             assert f"{r['cores']['count']} cores" in t["LAYOUT"]
+
+
+def test_generic_vendors_are_priced_by_the_generic_model(tmp_path: Path) -> None:
+    # vLLM's own plan (profile run, CUDA graphs) is not applied on a TPU; the generic arithmetic is, and only the
+    # weights and KV cache are grounds to reject on.
+    j = _judge(_tpu_pod("2x4", chips=8), _tpu_inventory(tmp_path, "gke-tpu-v6e-8-0"))
+    d = j.demand
+    assert d is not None and d.vendor == "tpu" and d.estimate is not None and d.estimate.engine == "generic"
+    assert ("memory model", "generic (no vllm plan on tpu)") in d.sources
+    per_gpu = (d.estimate.weights_mib + d.estimate.kv_cache_mib) / d.estimate.request.gpus
+    assert d.min_per_gpu_mib is not None and d.per_gpu_mib is not None
+    assert abs(d.min_per_gpu_mib - math.ceil(per_gpu)) <= 1 and d.min_per_gpu_mib < d.per_gpu_mib
+
+
+def test_an_nvidia_pod_keeps_the_engine_plan() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
+           "spec": {"containers": [{"name": "c", "image": "vllm/vllm-openai:v0.8.5",
+                                    "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct"],
+                                    "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    nodes = yaml.safe_load((FIX.parents[0] / "amd" / "nodes-amd.yaml").read_text())["items"]
+    j = judge(pod, snapshot_from_nodes(nodes, Config()), Config(), builtin_catalog())
+    assert j.demand is not None and j.demand.estimate is not None and j.demand.estimate.engine != "generic"
+    assert not any("generic model" in w for w in j.warnings)
+
+
+@pytest.mark.parametrize(("instance_type", "gpus", "mib"), [
+    ("p6-b300.48xlarge", 8, 275040), ("p6e-gb200.36xlarge", 4, 189471), ("a4x-maxgpu-4g-metal", 4, 284672),
+    ("Standard_ND128isr_GB300_v6", 4, 284672), ("Standard_ND128isr_NDR_GB200_v6", 4, 189471),
+    ("Standard_ND96isr_H200_v5", 8, 143771),
+])
+def test_2025_nvidia_instance_types(instance_type: str, gpus: int, mib: int) -> None:
+    n = node_gpus({"metadata": {"name": "n", "labels": {"node.kubernetes.io/instance-type": instance_type}},
+                   "status": {"capacity": {"nvidia.com/gpu": str(gpus)},
+                              "allocatable": {"nvidia.com/gpu": str(gpus)}}}, Config())
+    assert (n.vendor, n.vram_mib, n.labelled_count, n.vram_source) == ("nvidia", mib, gpus,
+                                                                       f"instance-type {instance_type}")
+
+
+@pytest.mark.parametrize(("labels", "mib"), [
+    ({"cloud.google.com/gke-accelerator": "nvidia-gb300"}, 284672),
+    ({"karpenter.k8s.aws/instance-gpu-name": "b300"}, 275040),
+])
+def test_2025_nvidia_cloud_labels(labels: dict[str, str], mib: int) -> None:
+    n = node_gpus({"metadata": {"name": "n", "labels": labels},
+                   "status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}}, Config())
+    assert n.vram_mib == mib

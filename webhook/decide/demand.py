@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cluster.accelerators import NVIDIA, generic_model_note, vendors
@@ -576,7 +576,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             sources.extend(layout.sources)
     req = EstimateRequest(
         params=params, precision=precision, spec=spec, context=context, batch=batch, gpus=model_gpus,
-        workload=workload, kv_cache_dtype=kv_dtype, engine=engine if engine != "unknown" else None,
+        # No plan of this engine on this vendor (vLLM TPU, vLLM on Gaudi or Neuron): the generic arithmetic, as said.
+        workload=workload, kv_cache_dtype=kv_dtype,
+        engine=engine if engine != "unknown" and generic is None else None,
         engine_version=_version(ann, settings), pipeline=pp,
     )
     if split:
@@ -587,6 +589,11 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         warnings.append(f"{engine} puts the model on one GPU unless told otherwise: priced on one GPU; add "
                         f"{flag} {gpus * group} to split it over all {gpus * group} GPUs")
     est = estimate(req)
+    if generic is not None and est.weights_mib + est.kv_cache_mib > 0:
+        # The generic overheads are a guess for an engine not modelled here: only the weights and KV cache, which
+        # it must hold whatever its runtime, are grounds to reject on (the band's low end).
+        floor = math.ceil((est.weights_mib + est.kv_cache_mib) / max(req.gpus, 1))
+        est = replace(est, low_per_gpu_mib=min(est.low_per_gpu_mib, floor))
     util = util_declared or default_util(engine, config, workload, tp or model_gpus, req.engine_version)
     rule = None
     if eng is not None and eng.utilization_rule is not None and not util_declared and workload != "training":

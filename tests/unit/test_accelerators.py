@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import yaml
 
@@ -20,6 +21,7 @@ from webhook.config import Config
 from webhook.decide.mutation import mutate_pod
 from webhook.decide.verdict import SPANS_HOSTS, judge
 from webhook.models.catalog import builtin_catalog
+from webhook.serve.extender.decide import Extender
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "accelerators"
 GIB = 1024
@@ -244,3 +246,20 @@ def test_2025_nvidia_cloud_labels(labels: dict[str, str], mib: int) -> None:
     n = node_gpus({"metadata": {"name": "n", "labels": labels},
                    "status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}}, Config())
     assert n.vram_mib == mib
+
+
+def test_the_extender_keeps_a_multi_host_slices_nodes(tmp_path: Path) -> None:
+    def passed(topology: str | None, names: list[str]) -> list[str]:
+        nodes = [n for n in _items("nodes-tpu.yaml") if n["metadata"]["name"] in names]
+        snap = snapshot_from_nodes(nodes, Config(), {}, revision=1)
+        ext = Extender(Config(), builtin_catalog(), lambda: snap)
+        body = _tpu_pod(topology)
+        del body["apiVersion"], body["kind"]
+        out = orjson.loads(ext.filter(orjson.dumps({"Pod": body, "NodeNames": names})))
+        assert out["Error"] == ""
+        return sorted(out["NodeNames"] or [])
+
+    # On a 4x4 slice each host's 4 chips hold a quarter of what the model needs: its hosts are not failed for it.
+    assert passed("4x4", ["gke-tpu-v6e-16-0", "gke-tpu-v6e-16-1"]) == ["gke-tpu-v6e-16-0", "gke-tpu-v6e-16-1"]
+    # On one-host slices the chips are judged: 35 GiB a chip does not fit a v6e chip's 32.
+    assert passed(None, ["gke-tpu-v6e-8-0"]) == []

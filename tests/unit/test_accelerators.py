@@ -263,3 +263,11 @@ def test_the_extender_keeps_a_multi_host_slices_nodes(tmp_path: Path) -> None:
     assert passed("4x4", ["gke-tpu-v6e-16-0", "gke-tpu-v6e-16-1"]) == ["gke-tpu-v6e-16-0", "gke-tpu-v6e-16-1"]
     # On one-host slices the chips are judged: 35 GiB a chip does not fit a v6e chip's 32.
     assert passed(None, ["gke-tpu-v6e-8-0"]) == []
+
+
+def test_a_declared_need_carries_no_generic_model_warning(tmp_path: Path) -> None:
+    pod = _tpu_pod("2x4", chips=8)
+    pod["metadata"]["annotations"] = {"vramgate.io/vram": "160Gi"}
+    j = _judge(pod, _tpu_inventory(tmp_path, "gke-tpu-v6e-8-0"))
+    assert j.allowed and j.demand is not None and j.demand.explicit_vram_mib == 160 * 1024
+    assert not any("generic model" in w for w in j.warnings)

@@ -421,11 +421,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     workload: Workload = "training" if workload_raw == "training" else "inference"
     if workload == "training":
         engine = training_engine().name
+    # vLLM on Gaudi, vLLM TPU, Neuron: vramgate has no engine plan there; an estimate says which model it used.
     generic = generic_model_note(vendor, engine) if vendor != NVIDIA else None
-    if generic is not None:
-        # vLLM on Gaudi, vLLM TPU, Neuron: vramgate has no engine plan there, and says which model it used.
-        warnings.append(generic)
-        sources.append(("memory model", f"generic (no {engine or 'engine'} plan on {vendor})"))
     tier = _tier(view, ann, config)
     placement_raw = ann.get(d.A_PLACEMENT)
     placement: PlacementMode | None = None
@@ -589,7 +586,10 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         warnings.append(f"{engine} puts the model on one GPU unless told otherwise: priced on one GPU; add "
                         f"{flag} {gpus * group} to split it over all {gpus * group} GPUs")
     est = estimate(req)
-    if generic is not None and est.weights_mib + est.kv_cache_mib > 0:
+    if generic is not None:
+        warnings.append(generic)
+        said = f"no {engine} plan on {vendor}" if engine and engine != "unknown" else vendor
+        sources.insert(0, ("memory model", f"generic ({said})"))
         # The generic overheads are a guess for an engine not modelled here: only the weights and KV cache, which
         # it must hold whatever its runtime, are grounds to reject on (the band's low end).
         floor = math.ceil((est.weights_mib + est.kv_cache_mib) / max(req.gpus, 1))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -61,6 +61,15 @@ class Vendor:
     @property
     def device_resources(self) -> tuple[str, ...]:
         return (self.resource, *self.aliases)
+
+    @cached_property
+    def resources(self) -> tuple[str, ...]:
+        return (*self.device_resources, *((self.cores,) if self.cores else ()))
+
+    @cached_property
+    def label_prefixes(self) -> tuple[str, ...]:
+        """Every label key this vendor reads (a prefix of its "<key>.<value>" forms too)."""
+        return (*self.product_labels, *self.memory_labels, *self.shared_product_labels) or ("\0",)
 
 
 @dataclass(frozen=True)
@@ -232,7 +241,13 @@ def node_vendor_gpus(labels: dict[str, str], capacity: Any, allocatable: Any) ->
     """A listed vendor's GPUs on a node (its resource in capacity, or its labels), else None."""
     cap = capacity if isinstance(capacity, dict) else {}
     alloc = allocatable if isinstance(allocatable, dict) else {}
+    instance_type = (labels.get("node.kubernetes.io/instance-type") or labels.get("beta.kubernetes.io/instance-type")
+                     or "").strip().lower()
     for v in vendors():
+        # Most nodes are no vendor's: one C-level prefix test per label rules a vendor out before any parsing.
+        if not (any(r in cap for r in v.resources) or instance_type in v.instance_types
+                or any(k.startswith(v.label_prefixes) for k in labels)):
+            continue
         n_cap = sum(_int(cap.get(r)) for r in v.device_resources[:1]) or max(
             (_int(cap.get(r)) for r in v.device_resources[1:]), default=0)
         by_type = _instance_type(labels, v)

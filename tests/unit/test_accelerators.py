@@ -55,6 +55,10 @@ def test_gaudi_nodes_memory_from_the_product_or_its_pci_id() -> None:
     assert (g2.vram_mib, g2.product, g2.allocatable, g2.health) == (96 * GIB, "GAUDI_HL2000M (GAUDI2)", 7, "degraded")
     dl1 = _node("ip-10-0-1-7.ec2.internal", "nodes-gaudi.yaml")  # Karpenter's labels, no device plugin yet
     assert (dl1.vendor, dl1.vram_mib, dl1.labelled_count, dl1.plugin_missing) == ("gaudi", 32 * GIB, 8, True)
+    assert (dl1.product, dl1.vram_source) == ("GAUDI-HL-205", "gaudi instance-type dl1.24xlarge")
+    # Karpenter's name alone (no instance type in the table) tells it too, and the source names the label.
+    got = node_vendor_gpus({"karpenter.k8s.aws/instance-gpu-name": "gaudi-hl-205"}, {"habana.ai/gaudi": "8"}, {})
+    assert got is not None and got.vram_source == "gaudi label karpenter.k8s.aws/instance-gpu-name=gaudi-hl-205"
     assert "habana.ai/gaudi" in dl1.health_reason and "nvidia.com/gpu" not in dl1.health_reason
 
 
@@ -118,7 +122,7 @@ def test_neuron_cores_are_judged_at_a_cores_share(capsys: pytest.CaptureFixture[
     assert rc == 0 and "ADMIT   deployment/llama8b-inf2-cores" in out and "vLLM on Neuron" in out
     rc, out = _check(capsys, FIX / "nodes-neuron.yaml", "llama70b-two-neuroncores", tmp_path=tmp_path)
     # A trn2 core holds 24 GiB (96 GiB over 4 logical cores), the largest core in the cluster.
-    assert rc == 1 and "has 24 GiB (ip-10-0-2-12.ec2.internal, trainium2 core" in out
+    assert rc == 1 and "has 24 GiB (ip-10-0-2-12.ec2.internal, TRAINIUM2 core" in out
 
 
 def _tpu_inventory(tmp_path: Path, *names: str) -> Path:

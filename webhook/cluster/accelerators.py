@@ -188,16 +188,18 @@ def product_mib(vendor: Vendor, product: str) -> tuple[int, str]:
     return 0, ""
 
 
-def _products(labels: dict[str, str], v: Vendor, by_type: InstanceType | None) -> tuple[list[str], list[str]]:
-    """(what the node's labels call its devices, the values that tell their memory): the vendor's own labels in
-    order (the first present names them; the first the table knows tells the memory), a shared label's value only
-    where it names a product, else the instance type's product."""
+def _products(labels: dict[str, str], v: Vendor, by_type: InstanceType | None
+              ) -> tuple[list[str], list[str], bool]:
+    """(what the node's labels call its devices, the values that tell their memory, whether its own labels named
+    them): the vendor's own labels in
+    order (the first present names them; the first the table knows tells the memory), else the instance type's
+    product, else a shared label's value where it names a product."""
     own = [vals for key in v.product_labels if (vals := _label(labels, (key,)))]
     known = next((vals for vals in own if any(product_mib(v, p)[0] for p in vals)), None)
     shared = [val for key in v.shared_product_labels if (val := labels.get(key, "")) and product_mib(v, val)[0]]
     typed = [by_type.product] if by_type is not None else []
-    named = own[0] if own else shared[:1] or typed
-    return named, known or shared[:1] or typed or named
+    named = own[0] if own else typed or shared[:1]
+    return named, known or typed or shared[:1] or named, bool(own)
 
 
 def _int(value: Any) -> int:
@@ -251,7 +253,7 @@ def node_vendor_gpus(labels: dict[str, str], capacity: Any, allocatable: Any) ->
         n_cap = sum(_int(cap.get(r)) for r in v.device_resources[:1]) or max(
             (_int(cap.get(r)) for r in v.device_resources[1:]), default=0)
         by_type = _instance_type(labels, v)
-        products, telling = _products(labels, v, by_type)
+        products, telling, own = _products(labels, v, by_type)
         memories = [m for m in (_gib(x) for x in _label(labels, v.memory_labels)) if m]
         core_cap = _int(cap.get(v.cores)) if v.cores else 0
         if not n_cap and not core_cap and not products and not memories:
@@ -264,7 +266,9 @@ def node_vendor_gpus(labels: dict[str, str], capacity: Any, allocatable: Any) ->
         found = [product_mib(v, p) for p in telling]
         table = min((mib for mib, _ in found), default=0)
         token = next((t for mib, t in found if mib == table and t), "")
-        if token and telling is not products and not any(product_mib(v, p)[0] for p in products):
+        if token and not own:
+            product = token  # Karpenter's or the instance type's name: the table's, one spelling for both
+        elif token and telling is not products and not any(product_mib(v, p)[0] for p in products):
             product = f"{product} ({token})"  # GAUDI_HL2000M (GAUDI2): the PCI id told the generation
         # The labeller's vram is per KFD node (a partition's share, where partitioned); the table's is a whole GPU's,
         # split evenly between its compute partitions. The smaller of the two is what one device holds.
@@ -275,8 +279,9 @@ def node_vendor_gpus(labels: dict[str, str], capacity: Any, allocatable: Any) ->
             per = table // split
             if not vram or per < vram:
                 vram = per
-                via = f"instance-type {labels.get('node.kubernetes.io/instance-type', '')}" if (
-                    by_type is not None and telling == [by_type.product]) else f"product {product}"
+                shared = next((k for k in v.shared_product_labels if labels.get(k) == telling[0]), "")
+                via = f"instance-type {instance_type}" if (by_type is not None and telling == [by_type.product]) \
+                    else f"label {shared}={telling[0]}" if shared and not own else f"product {product}"
                 source = f"{v.name} {via}" + (f" in {partition} ({split} partitions)" if split > 1 else "")
         count = next((n for n in (_int(labels.get(k)) for k in v.count_labels) if n), 0)
         if not count and by_type is not None:

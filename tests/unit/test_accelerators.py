@@ -275,3 +275,11 @@ def test_a_declared_need_carries_no_generic_model_warning(tmp_path: Path) -> Non
     j = _judge(pod, _tpu_inventory(tmp_path, "gke-tpu-v6e-8-0"))
     assert j.allowed and j.demand is not None and j.demand.explicit_vram_mib == 160 * 1024
     assert not any("generic model" in w for w in j.warnings)
+
+
+def test_a_tpu_topology_annotation_is_read_as_the_slice(tmp_path: Path) -> None:
+    # Only one-host nodes in view, but the pod asks a 4x4x4 super-slice by annotation: not judged on one host.
+    pod = _tpu_pod(None)
+    pod["metadata"]["annotations"] = {"cloud.google.com/gke-tpu-slice-topology": "4x4x4"}
+    j = _judge(pod, _tpu_inventory(tmp_path, "gke-tpu-v6e-8-0"))
+    assert j.allowed and j.code == SPANS_HOSTS and "4x4x4 has 64 chips" in " ".join(j.warnings)

@@ -11,13 +11,17 @@ from .demand import Demand
 from .selectors import node_selector, required_terms
 
 
-def _asked_topologies(spec: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
-    """The slice topologies a pod selects: its nodeSelector, then required affinity ``In`` values of these keys."""
+def _asked_topologies(spec: dict[str, Any], annotations: dict[str, str], keys: tuple[str, ...]) -> list[str]:
+    """The slice topologies a pod selects: its nodeSelector, then required affinity ``In`` values of these keys,
+    then its annotations of the same family (``cloud.google.com/gke-tpu-…topology``: published JobSets ask a
+    super-slice so, with only the accelerator selected)."""
     found = [v for k, v in node_selector(spec).items() if k in keys]
     for term in required_terms(spec) or []:
         for expr in (term.get("matchExpressions") or []) if isinstance(term, dict) else []:
             if isinstance(expr, dict) and expr.get("key") in keys and expr.get("operator") == "In":
                 found.extend(str(v) for v in expr.get("values") or [])
+    families = tuple(k.rsplit("-", 1)[0] for k in keys)
+    found.extend(v for k, v in annotations.items() if k.startswith(families) and k.endswith("topology"))
     return found
 
 
@@ -32,7 +36,7 @@ def spans_hosts(demand: Demand, nodes: Iterable[NodeGPUs]) -> str | None:
     vendor = vendor_named(demand.vendor)
     if vendor is None or not vendor.topology_labels:
         return None
-    asked = _asked_topologies(demand.view.spec, vendor.topology_labels)
+    asked = _asked_topologies(demand.view.spec, demand.view.annotations, vendor.topology_labels)
     if asked:
         wide = [t for t in asked if topology_chips(t) == 0 or topology_chips(t) > demand.gpus]
         if not wide:

@@ -283,3 +283,17 @@ def test_a_tpu_topology_annotation_is_read_as_the_slice(tmp_path: Path) -> None:
     pod["metadata"]["annotations"] = {"cloud.google.com/gke-tpu-slice-topology": "4x4x4"}
     j = _judge(pod, _tpu_inventory(tmp_path, "gke-tpu-v6e-8-0"))
     assert j.allowed and j.code == SPANS_HOSTS and "4x4x4 has 64 chips" in " ".join(j.warnings)
+
+
+def test_a_slice_over_hosts_is_priced_over_its_chips(tmp_path: Path) -> None:
+    # A 2x4 slice on hosts of 4 chips: the 2 pods run one program over 8 chips (GKE's multi-host JobSets).
+    inv = _tpu_inventory(tmp_path, "gke-tpu-v6e-16-0", "gke-tpu-v6e-16-1")
+    pod = _tpu_pod("2x4")
+    pod["spec"]["containers"][0]["args"][-1] = "--tensor-parallel-size=8"
+    j = _judge(pod, inv)
+    assert j.allowed and j.code == "fits" and j.demand is not None and j.demand.group_size == 2
+    assert ("group", "slice topology 2x4: 8 chips over 2 pods of 4") in j.demand.sources
+    # 405B over those 8 chips is ~100 GiB a chip: the whole slice is priced, so it is rejected, not waved through.
+    pod["spec"]["containers"][0]["args"][0] = "--model=meta-llama/Llama-3.1-405B-Instruct"
+    j = _judge(pod, inv)
+    assert not j.allowed and j.code == "VRAMTooSmall"

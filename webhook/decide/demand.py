@@ -43,6 +43,7 @@ from ..units.declaration import DeclarationError
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import PRECISIONS, canonical, is_kv_dtype
 from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
+from .slices import slice_pods
 from .storage import downloaded_model, is_location, mounted_file, stored_model
 
 # When nothing declares a context and the model is unknown: llama.cpp's and TGI's historical default.
@@ -444,6 +445,11 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         group = nnodes
         nn = settings.get("nnodes")
         sources.append(("group", f"{nn.source if nn else 'nnodes'}: the model spans {nnodes} pods"))
+    spans = slice_pods(view, vendor, gpus) if group == 1 and vendor != NVIDIA else None
+    if spans is not None:
+        # A multi-host TPU slice: its hosts' pods run one program over all its chips.
+        group = spans[0]
+        sources.append(("group", f"slice topology {spans[1]}: {gpus * group} chips over {group} pods of {gpus}"))
     tp = _int_setting(settings, "tp")
     pp = _int_setting(settings, "pp") or 1
     model_gpus = gpus * group

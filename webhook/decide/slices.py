@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cluster.accelerators import topology_chips, vendor_named
 from ..cluster.inventory import NodeGPUs
-from .demand import Demand
+from ..kinds import PodView
 from .selectors import node_selector, required_terms
 
+if TYPE_CHECKING:  # demand reads a pod's slice from here
+    from .demand import Demand
 
-def _asked_topologies(spec: dict[str, Any], annotations: dict[str, str], keys: tuple[str, ...]) -> list[str]:
+
+def asked_topologies(spec: dict[str, Any], annotations: dict[str, str], keys: tuple[str, ...]) -> list[str]:
     """The slice topologies a pod selects: its nodeSelector, then required affinity ``In`` values of these keys,
     then its annotations of the same family (``cloud.google.com/gke-tpu-…topology``: published JobSets ask a
     super-slice so, with only the accelerator selected)."""
@@ -36,9 +39,12 @@ def spans_hosts(demand: Demand, nodes: Iterable[NodeGPUs]) -> str | None:
     vendor = vendor_named(demand.vendor)
     if vendor is None or not vendor.topology_labels:
         return None
-    asked = _asked_topologies(demand.view.spec, demand.view.annotations, vendor.topology_labels)
+    asked = asked_topologies(demand.view.spec, demand.view.annotations, vendor.topology_labels)
+    # The chips the estimate already spreads the model over (the pods of its group: an LWS, or the hosts of the
+    # slice it selects, read in demand), unless the engine's flags priced it over fewer.
+    held = demand.estimate.request.gpus if demand.estimate is not None else demand.gpus * max(demand.group_size, 1)
     if asked:
-        wide = [t for t in asked if topology_chips(t) == 0 or topology_chips(t) > demand.gpus]
+        wide = [t for t in asked if topology_chips(t) == 0 or topology_chips(t) > held]
         if not wide:
             return None
         t = wide[0]
@@ -55,3 +61,17 @@ def spans_hosts(demand: Demand, nodes: Iterable[NodeGPUs]) -> str | None:
     where = f"node {n.name} is in a {n.topology} slice" if n.topology else f"node {n.name} says no slice topology"
     return (f"the pod selects no slice topology ({', '.join(vendor.topology_labels)}) and {where}; the model may "
             "span other hosts' chips")
+
+
+def slice_pods(view: PodView, vendor: str, chips: int) -> tuple[int, str] | None:
+    """(pods, topology) where the pod selects one slice topology over several hosts of ``chips`` each (a ``2x4``
+    slice of 8 chips on pods of 4: 2 pods hold it), else None. The model is one SPMD program over the slice."""
+    v = vendor_named(vendor)
+    if v is None or not v.topology_labels or chips < 1:
+        return None
+    asked = set(asked_topologies(view.spec, view.annotations, v.topology_labels))
+    if len(asked) != 1:
+        return None
+    t = asked.pop()
+    total = topology_chips(t)
+    return (total // chips, t) if total > chips and total % chips == 0 else None

@@ -52,3 +52,19 @@ def test_unknown_vram_admits_with_a_warning(svc: Service) -> None:
     assert resp["allowed"] is True
     text = " ".join(resp.get("warnings", []))
     assert "not checked" in text and "aks-0" in text and "Standard_NX9_v9 not in vramgate's GPU table" in text
+
+
+def test_inventory_json_names_other_vendors_nodes(svc: Service) -> None:
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "accelerators"
+    items = [n for f in ("nodes-tpu.yaml", "nodes-neuron.yaml", "nodes-gaudi.yaml")
+             for n in yaml.safe_load((fix / f).read_text())["items"]]
+    use(svc, snapshot=snapshot_from_nodes(items, Config()))
+    nodes = {n["name"]: n for n in svc.client.get("/inventory").json()["nodes"]}
+    assert len(nodes) == len(items)
+    tpu = nodes["gke-tpu-v6e-16-0"]
+    assert (tpu["vendor"], tpu["vram_mib"], tpu["topology"], tpu["vram_source"]) == (
+        "tpu", 32768, "4x4", "tpu product tpu-v6e-slice")
+    inf2 = nodes["ip-10-0-2-11.ec2.internal"]
+    assert inf2["vendor"] == "neuron" and inf2["cores"] == {
+        "resource": "aws.amazon.com/neuroncore", "count": 24, "allocatable": 24, "vram_mib": 16384}
+    assert nodes["gaudi3-0"]["vendor"] == "gaudi" and nodes["gaudi3-0"]["vram_mib"] == 131072

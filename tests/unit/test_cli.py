@@ -81,7 +81,7 @@ def test_nodes_table_shows_health_and_reason(capsys: pytest.CaptureFixture[str])
     code, out, _ = run(capsys, "nodes", "--nodes", str(EX / "cluster.yaml"))
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["NAME", "PRODUCT", "GPUS", "VRAM/GPU", "SOURCE", "FREE", "DRIVER",
-                                              "HEALTH", "REASON"]
+                                              "HEALTH", "VENDOR", "LAYOUT", "REASON"]
     faulty = next(line for line in lines if line.startswith("gpu-a100-80-1"))
     assert "unhealthy" in faulty and "GpuMemWatch" in faulty
     assert "cpu-0" not in out

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from ..cluster.inventory import node_record
 from ..cluster.snapshot import Snapshot, snapshot_from_nodes
 from ..config import Config
 from ..engines import estimate, training_engine
@@ -143,24 +144,46 @@ def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_nodes(args: argparse.Namespace, config: Config) -> int:
     snapshot = _snapshot(args, config)
-    header = ("NAME", "PRODUCT", "GPUS", "VRAM/GPU", "SOURCE", "FREE", "DRIVER", "HEALTH", "REASON")
+    records = [node_record(n, snapshot.free_gpus(n.name))
+               for n in sorted(snapshot.nodes.values(), key=lambda n: n.name) if n.is_gpu_node]
+    if getattr(args, "output", "table") == "json":
+        # The same records /inventory serves; the table below is drawn from them, so the two never disagree.
+        print(json.dumps({"nodes": records}, indent=2))
+        return EXIT_OK
+    header = ("NAME", "PRODUCT", "GPUS", "VRAM/GPU", "SOURCE", "FREE", "DRIVER", "HEALTH", "VENDOR", "LAYOUT", "REASON")
     rows = [header]
-    for n in sorted(snapshot.nodes.values(), key=lambda n: n.name):
-        if not n.is_gpu_node:
-            continue
+    for r in records:
         rows.append((
-            n.name,
-            n.product or "-",
-            f"{n.allocatable}/{n.capacity}",
-            f"{n.vram_mib / 1024:.1f}Gi" if n.vram_mib else "?",
-            n.vram_source,
-            str(snapshot.free_gpus(n.name)),
-            str(n.driver_major) if n.driver_major is not None else "-",
-            n.health,
-            n.health_reason,
+            r["name"],
+            r["product"] or "-",
+            f"{r['allocatable']}/{r['gpus']}",
+            _gi(r["vram_mib"]),
+            r["vram_source"],
+            str(r["free"]),
+            str(r["driver_major"]) if r["driver_major"] is not None else "-",
+            r["health"],
+            r["vendor"],
+            _layout(r),
+            r["reason"],
         ))
     _print_table(rows, "(no GPU nodes)")
     return EXIT_OK
+
+
+def _gi(mib: int) -> str:
+    return f"{mib / 1024:.1f}Gi" if mib else "?"
+
+
+def _layout(r: dict[str, Any]) -> str:
+    """How a node's devices are cut or joined: a partition mode, a slice over hosts, cores of a device."""
+    parts = []
+    if r["partition"]:
+        parts.append(r["partition"])
+    if r["topology"]:
+        parts.append(f"slice {r['topology']}")
+    if r["cores"] is not None and r["cores"]["count"]:
+        parts.append(f"{r['cores']['count']} cores of {_gi(r['cores']['vram_mib'])}")
+    return ", ".join(parts) or "-"
 
 
 def _print_table(rows: Sequence[Sequence[str]], empty: str) -> None:

@@ -95,6 +95,8 @@ def _estimate(p: argparse.ArgumentParser) -> None:
 
 def _nodes(p: argparse.ArgumentParser) -> None:
     _inventory_args(p)
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table",
+                   help="json: the records /inventory serves (vendor, memory and its source, partition, slice)")
 
 
 def _fit(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from ..config import Config, Labels
 from ..units.quantity import QuantityError, parse_gpu_memory_label
-from .accelerators import NVIDIA, fault_taints_of_vendors, node_vendor_gpus
+from .accelerators import NVIDIA, CoreView, fault_taints_of_vendors, node_vendor_gpus, resource_of
 from .cloud import cloud_gpu, why_unknown
 from .dra import SOURCE as DRA_SOURCE
 from .dra import Device, summarize
@@ -55,6 +55,10 @@ class NodeGPUs:
     # ("amd": amd.com/gpu), whose resource ``capacity``/``allocatable`` then count.
     vendor: str = NVIDIA
     partition: str = ""  # the vendor's partition mode ("cpx_nps4"), "" when none is said
+    # The slice this node's chips belong to (GKE's gke-tpu-topology, "4x4"): its chips may span other hosts.
+    topology: str = ""
+    # The node in the vendor's finer resource (Neuron's aws.amazon.com/neuroncore), where it has one.
+    cores: CoreView | None = None
 
     @property
     def is_gpu_node(self) -> bool:
@@ -193,13 +197,14 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
     product = gfd_product
     count = max(0, _int(labels.get(keys.gpu_count)) or 0)
     vram, source = _gfd_vram(labels, keys), "gfd"
-    vendor, partition = NVIDIA, ""
+    vendor, partition, topology, cores = NVIDIA, "", "", None
     nvidia_labelled = any(k in labels for k in (keys.gpu_memory, keys.gpu_product, keys.gpu_count))
     other = None if capacity or nvidia_labelled else node_vendor_gpus(str_labels, status.get("capacity"),
                                                                 status.get("allocatable"))
     if other is not None:
         vendor, partition, labelled = other.vendor, other.partition, labelled or other.labelled
         capacity, allocatable, product = other.capacity, other.allocatable, other.product
+        count, topology, cores = count or other.count, other.topology, other.cores
         if other.vram_mib:
             vram, source = other.vram_mib, other.vram_source
     cloud = cloud_gpu(str_labels) if other is None else None
@@ -224,6 +229,8 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
                               labelled or bool(profiles), fault, config)
     if profiles:
         reason = reason.replace(" GPUs", " GPUs and MIG slices") if mig_capacity else reason
+    if vendor != NVIDIA:
+        reason = reason.replace(keys.gpu_resource, resource_of(vendor, keys.gpu_resource))  # habana.ai/gaudi …
     return NodeGPUs(
         name=str(meta.get("name") or "") if isinstance(meta, dict) else "",
         product=product,
@@ -246,6 +253,8 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         mig_profiles=profiles,
         vendor=vendor,
         partition=partition,
+        topology=topology,
+        cores=cores,
     )
 
 
@@ -286,3 +295,33 @@ def describe_devices(devices: tuple[Device, ...]) -> str:
 def vram_missing(node: NodeGPUs) -> str:
     """Why a GPU node's memory is unknown, naming what to add."""
     return f"node {node.name}: VRAM unknown ({why_unknown(node.labels)})"
+
+
+def _device_record(d: Device) -> dict[str, Any]:
+    return {"driver": d.driver, "pool": d.pool, "name": d.name, "type": d.type, "product": d.product,
+            "memory_mib": d.memory_mib, "profile": d.profile or None, "driver_version": d.driver_version or None,
+            "shared": d.shared, "taint": d.taint}
+
+
+def node_record(n: NodeGPUs, free: int) -> dict[str, Any]:
+    """One node as ``/inventory`` and ``vramgate nodes -o json`` give it (the text table is drawn from this)."""
+    return {
+        "name": n.name,
+        "vendor": n.vendor,
+        "product": n.product,
+        "gpus": n.capacity,
+        "allocatable": n.allocatable,
+        "free": free,
+        "vram_mib": n.vram_mib,
+        "vram_source": n.vram_source,
+        "driver_major": n.driver_major,
+        "replicas": n.replicas,
+        "mig": n.mig,
+        "partition": n.partition or None,
+        "topology": n.topology or None,
+        "cores": ({"resource": n.cores.resource, "count": n.cores.capacity, "allocatable": n.cores.allocatable,
+                   "vram_mib": n.cores.vram_mib} if n.cores is not None else None),
+        "health": n.health,
+        "reason": n.health_reason,
+        **({"devices": [_device_record(d) for d in n.dra]} if n.dra else {}),
+    }

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..cluster.accelerators import NVIDIA, resource_of, resources_of_vendors, vendor_of
+from ..cluster.accelerators import NVIDIA, generic_model_note, resource_of, vendors
 from ..cluster.dra import DraView, Request, pod_claims
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
@@ -43,6 +43,7 @@ from ..units.declaration import DeclarationError
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import PRECISIONS, canonical, is_kv_dtype
 from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
+from .slices import slice_pods
 from .storage import downloaded_model, is_location, mounted_file, stored_model
 
 # When nothing declares a context and the model is unknown: llama.cpp's and TGI's historical default.
@@ -93,6 +94,9 @@ class Demand:
     # The resource its pods ask for that vendor's GPUs (``amd.com/gpu``; the config's for NVIDIA): what
     # suggestions and mutations name.
     gpu_resource: str = "nvidia.com/gpu"
+    # The vendor's finer resource the pod asks instead of devices (aws.amazon.com/neuroncore): ``gpus`` then counts
+    # cores, judged on each node's cores at a core's share of its device's memory. "" for devices.
+    unit: str = ""
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -376,12 +380,15 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     """
     try:
         gpus, containers = gpu_containers(view, (config.labels.gpu_resource, *config.labels.gpu_resource_aliases))
-        vendor = NVIDIA
+        vendor, unit = NVIDIA, ""
         if not gpus:
-            for resource in resources_of_vendors():
-                gpus, containers = gpu_containers(view, resource)
+            for v in vendors():
+                gpus, containers = gpu_containers(view, v.device_resources)
+                if not gpus and v.cores:
+                    gpus, containers = gpu_containers(view, v.cores)
+                    unit = v.cores if gpus else ""
                 if gpus:
-                    vendor = vendor_of(resource) or NVIDIA
+                    vendor = v.name
                     break
         mig, mig_found = mig_containers(view, config.labels.mig_resource_prefix)
         mig_warning = None
@@ -442,6 +449,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
     workload: Workload = "training" if workload_raw == "training" else "inference"
     if workload == "training":
         engine = training_engine().name
+    # vLLM on Gaudi, vLLM TPU, Neuron: vramgate has no engine plan there; an estimate says which model it used.
+    generic = generic_model_note(vendor, engine) if vendor != NVIDIA else None
     tier = _tier(view, ann, config)
     placement_raw = ann.get(d.A_PLACEMENT)
     placement: PlacementMode | None = None
@@ -463,6 +472,11 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         group = nnodes
         nn = settings.get("nnodes")
         sources.append(("group", f"{nn.source if nn else 'nnodes'}: the model spans {nnodes} pods"))
+    spans = slice_pods(view, vendor, gpus) if group == 1 and vendor != NVIDIA else None
+    if spans is not None:
+        # A multi-host TPU slice: its hosts' pods run one program over all its chips.
+        group = spans[0]
+        sources.append(("group", f"slice topology {spans[1]}: {gpus * group} chips over {group} pods of {gpus}"))
     tp = _int_setting(settings, "tp")
     pp = _int_setting(settings, "pp") or 1
     model_gpus = gpus * group
@@ -513,8 +527,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
             sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (),
-            unknown_model=unknown_model, mig=mig, vendor=vendor,
-            gpu_resource=resource_of(vendor, config.labels.gpu_resource), **kw,
+            unknown_model=unknown_model, mig=mig, vendor=vendor, unit=unit,
+            gpu_resource=unit or resource_of(vendor, config.labels.gpu_resource), **kw,
         )
 
     if explicit is not None:
@@ -600,7 +614,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             sources.extend(layout.sources)
     req = EstimateRequest(
         params=params, precision=precision, spec=spec, context=context, batch=batch, gpus=model_gpus,
-        workload=workload, kv_cache_dtype=kv_dtype, engine=engine if engine != "unknown" else None,
+        # No plan of this engine on this vendor (vLLM TPU, vLLM on Gaudi or Neuron): the generic arithmetic, as said.
+        workload=workload, kv_cache_dtype=kv_dtype,
+        engine=engine if engine != "unknown" and generic is None else None,
         engine_version=_version(ann, settings), pipeline=pp,
     )
     if split:
@@ -611,6 +627,14 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         warnings.append(f"{engine} puts the model on one GPU unless told otherwise: priced on one GPU; add "
                         f"{flag} {gpus * group} to split it over all {gpus * group} GPUs")
     est = estimate(req)
+    if generic is not None:
+        warnings.append(generic)
+        said = f"no {engine} plan on {vendor}" if engine and engine != "unknown" else vendor
+        sources.insert(0, ("memory model", f"generic ({said})"))
+        # The generic overheads are a guess for an engine not modelled here: only the weights and KV cache, which
+        # it must hold whatever its runtime, are grounds to reject on (the band's low end).
+        floor = math.ceil((est.weights_mib + est.kv_cache_mib) / max(req.gpus, 1))
+        est = replace(est, low_per_gpu_mib=min(est.low_per_gpu_mib, floor))
     util = util_declared or default_util(engine, config, workload, tp or model_gpus, req.engine_version)
     rule = None
     if eng is not None and eng.utilization_rule is not None and not util_declared and workload != "training":

@@ -60,11 +60,12 @@ class Need:
     # MIG slices asked under the mixed strategy, (profile, slices): judged on each node's slices of the profile.
     mig: tuple[tuple[str, int], ...] = ()
     vendor: str = NVIDIA  # whose GPUs: a node of another vendor offers none
+    unit: str = ""  # the vendor's core resource the pod asks (aws.amazon.com/neuroncore), "" for devices
 
     @classmethod
     def of(cls, demand: Demand) -> Need:
         return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib,
-                   demand.claims, demand.util_rule, demand.mig, demand.vendor)
+                   demand.claims, demand.util_rule, demand.mig, demand.vendor, demand.unit)
 
     def util_on(self, vram_mib: float) -> float:
         """The share of a GPU of ``vram_mib`` MiB the engine uses."""
@@ -149,6 +150,21 @@ def for_vendor(need: Need, node: NodeGPUs) -> NodeGPUs:
                    plugin_missing=False, product=f"{node.product or 'GPU'} ({node.vendor}, not {need.vendor})")
 
 
+def for_unit(need: Need, node: NodeGPUs) -> NodeGPUs:
+    """The node as a pod asking the vendor's cores (``aws.amazon.com/neuroncore``) sees it: its cores, each with its
+    share of a device's memory (a device's memory over the node's cores per device). Idempotent."""
+    if not need.unit or node.vendor != need.vendor:
+        return node
+    c = node.cores
+    if c is None or c.resource != need.unit:
+        return replace(node, capacity=0, allocatable=0, labelled_count=0, unhealthy_gpus=0,
+                       product=f"{node.product or 'device'} (no {need.unit})")
+    return replace(node, capacity=c.capacity, allocatable=c.allocatable, labelled_count=c.labelled_count,
+                   unhealthy_gpus=max(0, c.capacity - c.allocatable), vram_mib=c.vram_mib,
+                   product=f"{node.product or 'device'} core",
+                   vram_source=f"{node.vram_source}, a core's share" if c.vram_mib else "unknown")
+
+
 def own_vendor(need: Need, nodes: Sequence[NodeGPUs]) -> Sequence[NodeGPUs]:
     """Every node as a pod of ``need.vendor`` sees it (:func:`for_vendor`); ``nodes`` itself when one vendor."""
     if any(n.vendor != need.vendor for n in nodes):
@@ -205,6 +221,9 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
     if need.mig:
         # kube-scheduler counts each profile's free slices (an extended resource); vramgate judges capability.
         node, free = for_mig(need, node), None
+    if need.unit:
+        # Cores, not devices: kube-scheduler counts the free cores; vramgate judges capability.
+        node, free = for_unit(need, node), None
     name = node.name
     if node.vendor != need.vendor and node.is_gpu_node and not need.claims:
         return NodeFit(name, Code.NO_GPUS, f"{node.vendor} GPUs; the pod asks {need.vendor} GPUs")
@@ -246,6 +265,8 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
 def fits_ever(need: Need, node: NodeGPUs) -> bool:
     """``fit(need, node, ever=True).fits`` without building reasons: the admission hot path."""
     node = for_mig(need, for_claims(need, node))
+    if need.unit:
+        node = for_unit(need, node)
     if not node.is_gpu_node or (node.vendor != need.vendor and not need.claims):
         return False  # another vendor's GPUs are none of the pod's, as fit() says
     count = node.labelled_count if node.plugin_missing else node.capacity
@@ -267,8 +288,8 @@ def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack"
 
     A node whose VRAM is unknown scores 0 for a pod that needs VRAM: any node known to hold it comes first.
     """
-    if need.claims or need.mig:
-        node = for_mig(need, for_claims(need, node))
+    if need.claims or need.mig or need.unit:
+        node = for_unit(need, for_mig(need, for_claims(need, node)))
         free = node.allocatable
     if need.per_gpu_mib is not None and node.vram_mib <= 0:
         return 0
@@ -343,6 +364,9 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
     if need.mig:
         # Each node as the pod sees it: the asked profile's slices at the profile's memory.
         nodes = [for_mig(need, n) for n in nodes]
+    if need.unit:
+        # Each node in the cores the pod asks, at a core's share of the device's memory.
+        nodes = [for_unit(need, n) for n in nodes]
     # The admit path is lazy: with nodes largest first (Snapshot.by_vram) it stops after a node or
     # two, so admitting a pod costs the same at 10 or 10,000 nodes (fits_ever refuses another vendor's node
     # itself). Lists are built only to reject, and only then is every node seen as this pod's vendor sees it.

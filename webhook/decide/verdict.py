@@ -15,7 +15,7 @@ from ..units.bounds import OverBudget, TooLarge
 from ..units.declaration import DeclarationError
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import Demand, read_demand
-from .placement import cluster_verdict, picked_context
+from .placement import Code, cluster_verdict, picked_context
 from .provisioned import provisioned_nodes
 from .rules import (
     Narrow,
@@ -24,6 +24,7 @@ from .rules import (
     narrow_selector,
     non_gpu_on_gpu_nodes,
 )
+from .slices import spans_hosts
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ FITS, REROUTED, NOT_JUDGED = "fits", "rerouted", "not-judged"
 # Past a bound of units/bounds.py (a script, a flag list, embedded YAML, nesting, the review's CPU budget):
 # admitted unjudged, with the warning saying which.
 TOO_LARGE, OVER_BUDGET = "too-large", "over-budget"
+SPANS_HOSTS = "slice-spans-hosts"  # admitted unchecked: the pod's slice spans hosts whose chips one host cannot show
 
 
 @dataclass(frozen=True)
@@ -265,6 +267,11 @@ def _judge_view(
         return Judgement(True, "non-gpu-on-gpu-nodes", warnings=(problem,), view=view)
     warnings = [*demand.warnings, *host_memory_warnings(demand, config), *cuda_visible_devices_warnings(demand, config)]
     verdict = cluster_verdict(demand, snapshot.by_vram)
+    if not verdict.admit and verdict.code is Code.VRAM_TOO_SMALL and (
+            why := spans_hosts(demand, snapshot.nodes.values())) is not None:
+        # A TPU slice over several hosts holds the model with their chips: one host's chips are weak grounds.
+        warnings.append(f"{verdict.message.split('. Try:')[0]}; not rejected: {why}")
+        return Judgement(True, SPANS_HOSTS, warnings=tuple(warnings), demand=demand, view=view)
     if not verdict.admit:
         return _deny(enforcement, str(verdict.code), verdict.message, tuple(warnings), demand, view)
     if verdict.message != "fits":

@@ -9,7 +9,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..cluster.dra import Device
+from ..cluster.inventory import node_record
 from .hot import App
 from .state import AppState
 
@@ -39,32 +39,10 @@ def create_app(state: AppState) -> App:
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    def device_json(d: Device) -> dict[str, object]:
-        return {"driver": d.driver, "pool": d.pool, "name": d.name, "type": d.type, "product": d.product,
-                "memory_mib": d.memory_mib, "profile": d.profile or None, "driver_version": d.driver_version or None,
-                "shared": d.shared, "taint": d.taint}
-
     @app.get("/inventory")
     async def inventory(request: Request) -> Response:
         snap = state.inventory.snapshot()
-        nodes = [
-            {
-                "name": n.name,
-                "product": n.product,
-                "gpus": n.capacity,
-                "allocatable": n.allocatable,
-                "free": snap.free_gpus(n.name),
-                "vram_mib": n.vram_mib,
-                "vram_source": n.vram_source,
-                "driver_major": n.driver_major,
-                "replicas": n.replicas,
-                "mig": n.mig,
-                "health": n.health,
-                "reason": n.health_reason,
-                **({"devices": [device_json(d) for d in n.dra]} if n.dra else {}),
-            }
-            for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)
-        ]
+        nodes = [node_record(n, snap.free_gpus(n.name)) for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)]
         stale = state.inventory.staleness()
         return _json({"synced": snap.synced, "revision": snap.revision,
                       "staleness_seconds": None if stale is None else round(stale, 1), "nodes": nodes})

@@ -11,7 +11,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress
 from typing import Any
 
@@ -22,6 +22,7 @@ from ...cluster.snapshot import ClassTable, Snapshot
 from ...config import Config, PlacementMode
 from ...decide.demand import read_demand
 from ...decide.placement import Code, Need, fit, score
+from ...decide.slices import spans_hosts
 from ...kinds import WorkloadError, pod_view
 from ...metrics import Metrics
 from ...models.catalog import Catalog
@@ -130,7 +131,12 @@ class Extender:
             return None
         if demand is None:
             return None
-        return PodNeed(Need.of(demand), demand.placement or self.config.extender.placement)
+        need = Need.of(demand)
+        if spans_hosts(demand, self.snapshot().nodes.values()) is not None:
+            # A TPU slice over several hosts holds the model with their chips (decide/slices.py): one host's chips
+            # are no grounds to fail a node on; devices and health still are.
+            need = replace(need, per_gpu_mib=None, expected_mib=None)
+        return PodNeed(need, demand.placement or self.config.extender.placement)
 
     # ---- filter ----------------------------------------------------------------------------
 

@@ -350,6 +350,10 @@ def _selectors(raw: Any) -> tuple[Selector, ...]:
 class DeviceClass:
     name: str
     selectors: tuple[Selector, ...]
+    # spec.extendedResourceName (Kubernetes 1.34+, DRAExtendedResource): pods asking this resource in plain
+    # resources.requests get devices of this class on nodes without a device plugin for it (dra_extended.py).
+    extended_resource: str = ""
+    created: str = ""  # metadata.creationTimestamp (RFC 3339): the newest class wins a shared extendedResourceName
 
 
 # The DeviceClasses NVIDIA's DRA driver chart installs, used when the cluster's own are not in view.
@@ -366,7 +370,10 @@ def device_class(obj: Mapping[str, Any]) -> DeviceClass | None:
     name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str) or not name:
         return None
-    return DeviceClass(name, _selectors(spec.get("selectors") if isinstance(spec, dict) else None))
+    ext = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+    created = meta.get("creationTimestamp") if isinstance(meta, dict) else None
+    return DeviceClass(name, _selectors(spec.get("selectors") if isinstance(spec, dict) else None),
+                       ext.strip() if isinstance(ext, str) else "", created if isinstance(created, str) else "")
 
 
 # ---- claims ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..cluster.accelerators import NVIDIA, generic_model_note, resource_of, vendors
 from ..cluster.dra import DraView, Request, pod_claims
+from ..cluster.dra_extended import extended_request, gpu_resources
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
 from ..engines import (
@@ -82,6 +83,9 @@ class Demand:
     claims: tuple[Request, ...] = ()
     # A model named but not in the catalog (judged without it): what a hub lookup may add.
     unknown_model: str | None = None
+    # GPUs asked as a plain extended resource that a DeviceClass serves (extendedResourceName): on nodes without
+    # a device plugin for it, the scheduler allocates devices of that class (placement.for_extended).
+    extended: tuple[Request, ...] = ()
     # MIG slices asked for under the mixed strategy (then ``gpus`` counts them): (profile, slices), e.g.
     # (("1g.10gb", 1),). Judged on the nodes' slices of each profile, at the profile's memory.
     mig: tuple[tuple[str, int], ...] = ()
@@ -186,6 +190,39 @@ def gpu_containers(view: PodView, resource: str | tuple[str, ...]) -> tuple[int,
                 else:
                     init = max(init, n)
     return max(app, init), found
+
+
+def _extended(view: PodView, gpus: int, containers: list[dict[str, Any]], config: Config, vendor: str,
+              dra: DraView) -> tuple[int, list[dict[str, Any]], tuple[Request, ...]]:
+    """GPUs, GPU containers and the DRA requests of what the pod asks as extended resources a DeviceClass serves.
+
+    ``nvidia.com/gpu`` (or the vendor's resource) already counted in ``gpus`` keeps its count; with none, a GPU
+    class's own name (``deviceclass.resource.kubernetes.io/gpu.nvidia.com``, or a custom ``extendedResourceName``)
+    asked in ``resources`` makes the pod a GPU pod too.
+    """
+    served = gpu_resources(dra) if dra.classes else {}
+    if not served:
+        return gpus, containers, ()
+    if gpus:
+        names = ((config.labels.gpu_resource, *config.labels.gpu_resource_aliases) if vendor == NVIDIA
+                 else next((tuple(v.device_resources) for v in vendors() if v.name == vendor), ()))
+    else:
+        names = tuple(served)
+    requests: list[Request] = []
+    found: list[dict[str, Any]] = []
+    total = 0
+    for name in names:
+        dc = served.get(name)
+        if dc is None:
+            continue
+        count, users = gpu_containers(view, name)
+        if count:
+            requests.append(extended_request(name, count, dc))
+            total += count
+            found.extend(c for c in users if not any(c is f for f in found))
+    if not requests:
+        return gpus, containers, ()
+    return (gpus, containers, tuple(requests)) if gpus else (total, found, tuple(requests))
 
 
 def mig_containers(view: PodView, prefix: str) -> tuple[tuple[tuple[str, int], ...], list[dict[str, Any]]]:
@@ -403,6 +440,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         if memory_mib is not None and gpus == 0:
             # HAMi: a share of one GPU's memory, asked without a GPU count, gets one GPU.
             gpus, containers = 1, [memory_mib[1]]
+        extended: tuple[Request, ...] = ()
+        if not mig and memory_mib is None and not unit:
+            gpus, containers, extended = _extended(view, gpus, containers, config, vendor, dra or _NO_DRA)
     except WorkloadError as exc:
         raise DeclarationError("spec", "", str(exc)) from None
     claimed = None
@@ -527,7 +567,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             view=view, gpus=gpus, gpu_containers=tuple(str(c.get("name", "")) for c in containers),
             workload=workload, tier=tier, engine=engine, cuda=cuda, placement=placement, warnings=tuple(warnings),
             sources=tuple(sources), group_size=group, claims=claimed.requests if claimed else (),
-            unknown_model=unknown_model, mig=mig, vendor=vendor, unit=unit,
+            unknown_model=unknown_model, mig=mig, vendor=vendor, unit=unit, extended=extended,
             gpu_resource=unit or resource_of(vendor, config.labels.gpu_resource), **kw,
         )
 

@@ -61,11 +61,14 @@ class Need:
     mig: tuple[tuple[str, int], ...] = ()
     vendor: str = NVIDIA  # whose GPUs: a node of another vendor offers none
     unit: str = ""  # the vendor's core resource the pod asks (aws.amazon.com/neuroncore), "" for devices
+    # A plain extended resource a DeviceClass serves (Demand.extended): where no device plugin offers it, the
+    # scheduler allocates that class's devices, so those nodes are judged on them (for_extended).
+    extended: tuple[Request, ...] = ()
 
     @classmethod
     def of(cls, demand: Demand) -> Need:
         return cls(demand.gpus, demand.min_per_gpu_mib, demand.utilization, demand.cuda, demand.per_gpu_mib,
-                   demand.claims, demand.util_rule, demand.mig, demand.vendor, demand.unit)
+                   demand.claims, demand.util_rule, demand.mig, demand.vendor, demand.unit, demand.extended)
 
     def util_on(self, vram_mib: float) -> float:
         """The share of a GPU of ``vram_mib`` MiB the engine uses."""
@@ -139,6 +142,36 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
     return replace(node, capacity=len(chosen), allocatable=len(healthy), labelled=False, plugin_missing=False,
                    labelled_count=0, vram_mib=vram, product=top.label, dra=tuple(chosen), health=health,
                    health_reason=reason, unhealthy_gpus=len(chosen) - len(healthy))
+
+
+# vram_source of a node as for_extended shows it (so showing it again changes nothing).
+EXTENDED_SOURCE = "dra DeviceClass"
+
+
+def dra_served(need: Need, node: NodeGPUs) -> bool:
+    """Whether the scheduler serves the pod's extended resource on ``node`` from DRA devices: the node has none of it
+    in status.allocatable (no device plugin for it) and devices the serving DeviceClass matches
+    (noderesources/fit.go ``shouldDelegateResourceToDRA``, dynamicresources ``filterExtendedResources``, v1.37.2)."""
+    if not need.extended or not node.dra or node.vram_source.startswith(EXTENDED_SOURCE):
+        return False
+    if node.allocatable > 0 and node.vendor == need.vendor:
+        return False  # the device plugin serves it here; the devices are not asked
+    return any(matching(r, node.dra).devices for r in need.extended)
+
+
+def for_extended(need: Need, node: NodeGPUs) -> NodeGPUs:
+    """The node as a pod asking a DRA-backed extended resource sees it: where :func:`dra_served`, only the devices
+    of the serving class count, as for a claim (:func:`for_claims`); elsewhere the node as it is.
+
+    The scheduler's claim has the class's selectors and nothing else: no memory floor, so on a node whose matching
+    devices differ in size it may get the smaller one (docs/dra.md).
+    """
+    if not dra_served(need, node):
+        return node
+    view = for_claims(replace(need, claims=need.extended), node)
+    classes = ", ".join(sorted({r.class_name for r in need.extended}))
+    return replace(view, vendor=need.vendor, product=f"{view.product or 'device'} via DRA DeviceClass {classes}",
+                   vram_source=f"{EXTENDED_SOURCE} {classes}")
 
 
 def for_vendor(need: Need, node: NodeGPUs) -> NodeGPUs:
@@ -218,6 +251,8 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
     if need.claims:
         # The DRA plugin in the scheduler tracks allocated devices; vramgate judges capability and health.
         node, free = for_claims(need, node), None
+    if need.extended and dra_served(need, node):
+        node, free = for_extended(need, node), None  # likewise for the claim it makes for the extended resource
     if need.mig:
         # kube-scheduler counts each profile's free slices (an extended resource); vramgate judges capability.
         node, free = for_mig(need, node), None
@@ -267,6 +302,8 @@ def fits_ever(need: Need, node: NodeGPUs) -> bool:
     node = for_mig(need, for_claims(need, node))
     if need.unit:
         node = for_unit(need, node)
+    if need.extended:
+        node = for_extended(need, node)
     if not node.is_gpu_node or (node.vendor != need.vendor and not need.claims):
         return False  # another vendor's GPUs are none of the pod's, as fit() says
     count = node.labelled_count if node.plugin_missing else node.capacity
@@ -290,6 +327,9 @@ def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack"
     """
     if need.claims or need.mig or need.unit:
         node = for_unit(need, for_mig(need, for_claims(need, node)))
+        free = node.allocatable
+    if need.extended and dra_served(need, node):
+        node = for_extended(need, node)
         free = node.allocatable
     if need.per_gpu_mib is not None and node.vram_mib <= 0:
         return 0
@@ -360,6 +400,9 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
                 f"{demand.view.ref}: no device in the cluster matches its claims {asked}; the ResourceSlices "
                 f"offer {', '.join(kinds[:5])}{', …' if len(kinds) > 5 else ''}. "
                 "Try: a DeviceClass or selector these devices satisfy"))
+    if need.extended:
+        # Nodes without a device plugin for the resource, as the scheduler serves it there: the class's devices.
+        nodes = [for_extended(need, n) for n in nodes]
     whole = nodes
     if need.mig:
         # Each node as the pod sees it: the asked profile's slices at the profile's memory.
@@ -409,6 +452,8 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
                f"Try: {'; '.join(tips) if tips else 'a node with larger GPUs'}")
         if need.claims:
             msg = _claim_words(msg)
+        if need.extended:
+            msg += _extended_words(need, gpu_nodes)
         return ClusterVerdict(False, Code.VRAM_TOO_SMALL, msg, suggestions=tuple(tips))
     if any(f.code is Code.TOO_FEW_GPUS for f in fits) and not any(f.code is Code.DRIVER_TOO_OLD for f in fits):
         most = max(gpu_nodes, key=lambda n: (n.capacity, n.vram_mib))
@@ -493,6 +538,22 @@ def _larger_slices(need: Need, whole: list[NodeGPUs]) -> list[str]:
         mib, product, node = min(gpus)
         tips.append(f"nvidia.com/gpu: {need.gpus} ({product}, {_gib(mib)} GiB) on node {node}")
     return tips
+
+
+def _extended_words(need: Need, nodes: Sequence[NodeGPUs]) -> str:
+    """What DRA serves the pod's extended resource with, for a rejection: the class and its devices' memory."""
+    served = [n for n in nodes if n.vram_source.startswith(EXTENDED_SOURCE)]
+    if not served:
+        return ""
+    sizes: dict[str, int] = {}
+    for n in served:
+        for d in n.dra:
+            key = f"{_gib(d.memory_mib)} GiB" if d.memory_mib > 0 else "memory unknown"
+            sizes[key] = sizes.get(key, 0) + 1
+    asked = "; ".join(f"{r.name} is DeviceClass {r.class_name}'s (extendedResourceName)" for r in need.extended)
+    shown = ", ".join(f"{k} ×{v}" for k, v in sorted(sizes.items(), key=lambda kv: -kv[1]))
+    return (f" [{asked}: on {len(served)} node(s) without a device plugin for it the scheduler allocates that "
+            f"class's DRA devices: {shown}]")
 
 
 def _claim_words(msg: str) -> str:

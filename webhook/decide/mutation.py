@@ -98,14 +98,17 @@ def _base_of(term: dict[str, Any], a_key: str, g_key: str) -> dict[str, Any]:
     return base
 
 
-def vram_terms(terms: list[Any] | None, floor_mib: int, config: Config, vendor: str = NVIDIA) -> list[dict[str, Any]]:
+def vram_terms(terms: list[Any] | None, floor_mib: int, config: Config, vendor: str = NVIDIA, *,
+               unlabelled: bool = False) -> list[dict[str, Any]]:
     """The user's required terms ANDed with (vramgate label Gt floor-1) OR (no vramgate label, GFD label Gt floor-1)
     OR, with ``admission.provisioner_affinity``, (neither label, a provisioner's GPU name among those that hold it).
 
     The last terms are what Karpenter and GKE's autoscaler can satisfy before a node exists; a labelled node
     is judged by the first two only. A pod of another vendor (``amd``) gets, instead of GFD's label, its
     labeller's memory label ``In`` the sizes of the table's devices that hold it (``amd.com/gpu.vram`` is
-    written ``192G``, which ``Gt`` cannot compare), and no provisioner terms (they name NVIDIA GPUs).
+    written ``192G``, which ``Gt`` cannot compare), and no provisioner terms (they name NVIDIA GPUs). With
+    ``unlabelled`` (a DRA-backed extended resource that nodes without GPU labels can serve) the last term is
+    (no memory label at all): those nodes stay open, labelled ones are still judged.
     """
     a_key, g_key = config.labels.normalized_memory, config.labels.gpu_memory
     value = [str(floor_mib - 1)]
@@ -122,9 +125,12 @@ def vram_terms(terms: list[Any] | None, floor_mib: int, config: Config, vendor: 
     else:
         ours.append([{"key": a_key, "operator": "DoesNotExist"},
                      {"key": g_key, "operator": "Gt", "values": list(value)}])
-    if config.admission.provisioner_affinity and other is None:
-        unlabelled = [{"key": a_key, "operator": "DoesNotExist"}, {"key": g_key, "operator": "DoesNotExist"}]
-        ours.extend([*unlabelled, *req] for req in provisioner_requirements(floor_mib))
+    none = [{"key": a_key, "operator": "DoesNotExist"},
+            *({"key": k, "operator": "DoesNotExist"} for k in (other.memory_labels if other is not None else (g_key,)))]
+    if unlabelled:
+        ours.append(none)  # holds every provisioner term below, so they would add nothing
+    elif config.admission.provisioner_affinity and other is None:
+        ours.extend([*none, *req] for req in provisioner_requirements(floor_mib))
     bases: list[dict[str, Any]] = []
     for term in as_list(terms):
         if not isinstance(term, dict):
@@ -298,7 +304,9 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config,
     # GPUs from DRA claims: which device (a MIG slice, a full GPU) is the claim's choice; the node label
     # (its largest GPU) says nothing of it. The claim's memory selector and the extender place these.
     if floor is not None and judgement.fits and not demand.claims:
-        _set_required_terms(spec, vram_terms(required_terms(spec), floor, config, demand.vendor))
+        # Nodes that serve a DRA-backed extended resource have no GPU labels: leave unlabelled nodes open then.
+        _set_required_terms(spec, vram_terms(required_terms(spec), floor, config, demand.vendor,
+                                             unlabelled=judgement.dra_extended_fits))
 
     # Tolerations: the taint GPU node pools carry, keyed by the resource (nvidia.com/gpu=present:NoSchedule on
     # GKE and AKS; amd.com/gpu=present:NoSchedule, as KubeAI's amd-gpu-mi300x profile tolerates it,

@@ -15,7 +15,7 @@ from ..units.bounds import OverBudget, TooLarge
 from ..units.declaration import DeclarationError
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import Demand, read_demand
-from .placement import Code, cluster_verdict, picked_context
+from .placement import Code, Fitting, cluster_verdict, dra_served, fits_ever, picked_context
 from .provisioned import provisioned_nodes
 from .rules import (
     Narrow,
@@ -43,6 +43,9 @@ class Judgement:
     roles: tuple[RoleJudgement, ...] = field(default=(), compare=False)
     # A claim's requests whose matching devices allow multiple allocations (consumable capacity).
     shared_requests: tuple[str, ...] = field(default=(), compare=False)
+    # Nodes that hold the pod serve its extended resource from DRA devices (no device plugin, no GPU labels there):
+    # a VRAM affinity on labels must leave unlabelled nodes eligible (mutation).
+    dra_extended_fits: bool = field(default=False, compare=False)
 
     @property
     def fits(self) -> bool:
@@ -287,7 +290,29 @@ def _judge_view(
             warnings.append(narrow.warning())
             return Judgement(True, REROUTED, warnings=tuple(warnings), demand=demand, view=view, reroute=narrow)
         return _deny(enforcement, "narrow-selector", narrow.message(view.ref), tuple(warnings), demand, view)
-    return Judgement(True, FITS, warnings=tuple(warnings), demand=demand, view=view)
+    dra_fits = False
+    if demand.extended:
+        dra_fits, said = _extended_steering(demand, verdict.fitting, snapshot)
+        warnings.extend(said)
+    return Judgement(True, FITS, warnings=tuple(warnings), demand=demand, view=view, dra_extended_fits=dra_fits)
+
+
+def _extended_steering(demand: Demand, fitting: Fitting, snapshot: Snapshot) -> tuple[bool, list[str]]:
+    """For a pod asking a DRA-backed extended resource: whether a DRA-served node holds it, and a warning when
+    DRA-served nodes whose devices cannot hold it remain open to it (nothing native steers away from them: the
+    scheduler's claim carries the class's selectors only, and those nodes carry no GPU labels)."""
+    need = fitting.need
+    if not any(dra_served(need, n) for n in fitting):
+        return False, []
+    small = sorted(n.name for n in snapshot.nodes.values() if dra_served(need, n) and not fits_ever(need, n))
+    if not small:
+        return True, []
+    asked = ", ".join(f"{r.name} (DeviceClass {r.class_name})" for r in need.extended)
+    shown = ", ".join(small[:3]) + (f" and {len(small) - 3} more" if len(small) > 3 else "")
+    return True, [f"{demand.view.ref}: {asked} is served from DRA devices; those on {shown} cannot hold it, and "
+                  "neither a node affinity nor the scheduler's claim for the resource can steer away from them. "
+                  "Try: the vramgate extender (extender.enabled), or a ResourceClaim (vramgate adds a memory "
+                  "selector to it)"]
 
 
 def _judge_provisioned(view: PodView, config: Config, catalog: Catalog, runtimes: Runtimes | None) -> Judgement:

@@ -248,3 +248,14 @@ def test_extender_filters_dra_nodes_on_their_devices() -> None:
     items = {"items": BIG_AND_SMALL[0]}
     out = orjson.loads(ext.filter(orjson.dumps({"Pod": pod, "Nodes": items})))
     assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["dra-h100"]
+
+
+def test_extender_forgets_needs_when_a_device_class_comes() -> None:
+    nodes, objs = BIG_AND_SMALL
+    current = [_snap(nodes, objs[1:])]  # the slices, no DeviceClass yet: nvidia.com/gpu is nobody's here
+    ext = Extender(CFG, CATALOG, lambda: current[0])
+    pod = {**_pod(), "metadata": {**_pod()["metadata"], "uid": "u1", "resourceVersion": "1"}}
+    body = orjson.dumps({"Pod": pod, "NodeNames": ["dra-h100", "dra-l4"]})
+    assert orjson.loads(ext.filter(body))["NodeNames"] == []
+    current[0] = _snap(nodes, objs)  # the class arrives
+    assert orjson.loads(ext.filter(body))["NodeNames"] == ["dra-h100"]

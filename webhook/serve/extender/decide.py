@@ -69,6 +69,9 @@ class Extender:
         self.metrics = metrics
         # Needs by pod (uid, resourceVersion) and by pod template (what the need is read from, as bytes).
         self._demands: dict[tuple[str, str] | bytes, object] = {}
+        # The DRA view the cached needs were read with: a DeviceClass (extendedResourceName) or claim template that
+        # comes or goes changes what a pod asks, so a new view forgets them.
+        self._dra_seen: object = None
         self._lock = threading.Lock()
         # Verdicts and scores per need and snapshot class, kept while the snapshots share one class table
         # (class ids are append-only within it): kube-scheduler asks filter then prioritize for each pod, and
@@ -93,6 +96,11 @@ class Extender:
 
     def pod_need(self, pod: dict[str, Any]) -> PodNeed | None:
         """The pod's need, or None when it asks for no GPU or its declaration is malformed (logged)."""
+        dra = self.snapshot().dra
+        if dra is not self._dra_seen:
+            with self._lock:
+                self._demands.clear()
+                self._dra_seen = dra
         meta = pod.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
         uid, rv = meta.get("uid"), meta.get("resourceVersion")

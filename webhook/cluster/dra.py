@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..units.quantity import MIB, QuantityError, parse_size_bytes
@@ -229,6 +230,7 @@ _OPS = {
 }
 
 
+@lru_cache(maxsize=4096)  # selectors are few and judged per node per pod: parse each once
 def _strip(expr: str) -> str:
     text = expr.strip()
     while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
@@ -253,6 +255,7 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
+@lru_cache(maxsize=4096)  # the list is shared: callers only read it
 def _split_and(expr: str) -> list[str] | None:
     """Top-level ``&&`` clauses; None when the expression has a top-level ``||`` (not understood)."""
     parts: list[str] = []

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 
 from .dra import Device, DeviceClass, DraView, Request, is_gpu_request, matching
 
@@ -50,10 +52,21 @@ def classes_by_resource(classes: Mapping[str, DeviceClass] | Iterable[DeviceClas
     return out
 
 
-def gpu_resources(view: DraView) -> dict[str, DeviceClass]:
-    """The extended resources a DeviceClass of a GPU driver serves (classes of other drivers are none of ours)."""
-    return {name: dc for name, dc in classes_by_resource(view.classes).items()
-            if is_gpu_request(Request(claim=CLAIM, name=name, class_name=dc.name), view)}
+def gpu_resources(view: DraView) -> Mapping[str, DeviceClass]:
+    """The extended resources a DeviceClass of a GPU driver serves (classes of other drivers are none of ours).
+
+    Asked for every GPU pod admitted: memoized on the classes and drivers (a few, and they rarely change).
+    """
+    if not view.classes:
+        return {}
+    return _gpu_resources(tuple(view.classes.values()), tuple(view.drivers))
+
+
+@lru_cache(maxsize=16)
+def _gpu_resources(classes: tuple[DeviceClass, ...], drivers: tuple[str, ...]) -> Mapping[str, DeviceClass]:
+    view = DraView(classes={dc.name: dc for dc in classes}, drivers=drivers)
+    return MappingProxyType({name: dc for name, dc in classes_by_resource(classes).items()
+                             if is_gpu_request(Request(claim=CLAIM, name=name, class_name=dc.name), view)})
 
 
 def extended_request(resource: str, count: int, dc: DeviceClass) -> Request:

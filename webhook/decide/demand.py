@@ -200,7 +200,7 @@ def _extended(view: PodView, gpus: int, containers: list[dict[str, Any]], config
     class's own name (``deviceclass.resource.kubernetes.io/gpu.nvidia.com``, or a custom ``extendedResourceName``)
     asked in ``resources`` makes the pod a GPU pod too.
     """
-    served = gpu_resources(dra) if dra.classes else {}
+    served = gpu_resources(dra)
     if not served:
         return gpus, containers, ()
     if gpus:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from ..cluster.accelerators import NVIDIA, vendor_named
 from ..cluster.dra import Device, Request, matching
@@ -115,15 +116,26 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
     """
     if not need.claims:
         return node
-    seen: dict[tuple[str, str, str], Device] = {}
-    for req in need.claims:
-        for choice in req.choices():
-            for d in matching(choice, node.dra).devices:
-                seen.setdefault((d.driver, d.pool, d.name), d)
-    devices = sorted(seen.values(), key=lambda d: -d.memory_mib)
+    devices = _matched(need.claims, node)
     if not devices:
         return replace(node, capacity=0, allocatable=0, labelled=False, plugin_missing=False, labelled_count=0,
                        vram_mib=0, dra=(), unhealthy_gpus=0)
+    return replace(node, **_as_devices(need, node, devices))
+
+
+def _matched(requests: Iterable[Request], node: NodeGPUs) -> list[Device]:
+    """The node's devices any choice of ``requests`` could get, largest first."""
+    seen: dict[tuple[str, str, str], Device] = {}
+    for req in requests:
+        for choice in req.choices():
+            for d in matching(choice, node.dra).devices:
+                seen.setdefault((d.driver, d.pool, d.name), d)
+    return sorted(seen.values(), key=lambda d: -d.memory_mib)
+
+
+def _as_devices(need: Need, node: NodeGPUs, devices: list[Device]) -> dict[str, Any]:
+    """The NodeGPUs fields that make ``node`` the matching ``devices`` (largest first, at least one) as
+    :func:`for_claims` says."""
     per = need.per_gpu_mib
     big = [d for d in devices if per is None or d.memory_mib <= 0 or need.usable_on(d.memory_mib) >= per]
     if len(big) >= need.gpus:
@@ -139,9 +151,9 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
     health, reason = node.health, node.health_reason
     if not healthy and node.fault is None:
         health, reason = "unhealthy", f"every matching device is tainted ({chosen[0].taint})"
-    return replace(node, capacity=len(chosen), allocatable=len(healthy), labelled=False, plugin_missing=False,
-                   labelled_count=0, vram_mib=vram, product=top.label, dra=tuple(chosen), health=health,
-                   health_reason=reason, unhealthy_gpus=len(chosen) - len(healthy))
+    return {"capacity": len(chosen), "allocatable": len(healthy), "labelled": False, "plugin_missing": False,
+            "labelled_count": 0, "vram_mib": vram, "product": top.label, "dra": tuple(chosen), "health": health,
+            "health_reason": reason, "unhealthy_gpus": len(chosen) - len(healthy)}
 
 
 # vram_source of a node as for_extended shows it (so showing it again changes nothing).
@@ -152,11 +164,13 @@ def dra_served(need: Need, node: NodeGPUs) -> bool:
     """Whether the scheduler serves the pod's extended resource on ``node`` from DRA devices: the node has none of it
     in status.allocatable (no device plugin for it) and devices the serving DeviceClass matches
     (noderesources/fit.go ``shouldDelegateResourceToDRA``, dynamicresources ``filterExtendedResources``, v1.37.2)."""
+    return _may_serve(need, node) and any(matching(r, node.dra).devices for r in need.extended)
+
+
+def _may_serve(need: Need, node: NodeGPUs) -> bool:
     if not need.extended or not node.dra or node.vram_source.startswith(EXTENDED_SOURCE):
         return False
-    if node.allocatable > 0 and node.vendor == need.vendor:
-        return False  # the device plugin serves it here; the devices are not asked
-    return any(matching(r, node.dra).devices for r in need.extended)
+    return not (node.allocatable > 0 and node.vendor == need.vendor)  # else the device plugin serves it there
 
 
 def for_extended(need: Need, node: NodeGPUs) -> NodeGPUs:
@@ -166,12 +180,16 @@ def for_extended(need: Need, node: NodeGPUs) -> NodeGPUs:
     The scheduler's claim has the class's selectors and nothing else: no memory floor, so on a node whose matching
     devices differ in size it may get the smaller one (docs/dra.md).
     """
-    if not dra_served(need, node):
+    if not _may_serve(need, node):
         return node
-    view = for_claims(replace(need, claims=need.extended), node)
+    devices = _matched(need.extended, node)
+    if not devices:
+        return node
+    changes = _as_devices(need, node, devices)
     classes = ", ".join(sorted({r.class_name for r in need.extended}))
-    return replace(view, vendor=need.vendor, product=f"{view.product or 'device'} via DRA DeviceClass {classes}",
-                   vram_source=f"{EXTENDED_SOURCE} {classes}")
+    changes.update(vendor=need.vendor, vram_source=f"{EXTENDED_SOURCE} {classes}",
+                   product=f"{changes['product'] or 'device'} via DRA DeviceClass {classes}")
+    return replace(node, **changes)
 
 
 def for_vendor(need: Need, node: NodeGPUs) -> NodeGPUs:
@@ -251,8 +269,8 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
     if need.claims:
         # The DRA plugin in the scheduler tracks allocated devices; vramgate judges capability and health.
         node, free = for_claims(need, node), None
-    if need.extended and dra_served(need, node):
-        node, free = for_extended(need, node), None  # likewise for the claim it makes for the extended resource
+    if need.extended and (seen := for_extended(need, node)) is not node:
+        node, free = seen, None  # likewise for the claim it makes for the extended resource
     if need.mig:
         # kube-scheduler counts each profile's free slices (an extended resource); vramgate judges capability.
         node, free = for_mig(need, node), None
@@ -328,9 +346,8 @@ def score(need: Need, node: NodeGPUs, free: int, mode: PlacementMode = "binpack"
     if need.claims or need.mig or need.unit:
         node = for_unit(need, for_mig(need, for_claims(need, node)))
         free = node.allocatable
-    if need.extended and dra_served(need, node):
-        node = for_extended(need, node)
-        free = node.allocatable
+    if need.extended and (seen := for_extended(need, node)) is not node:
+        node, free = seen, seen.allocatable
     if need.per_gpu_mib is not None and node.vram_mib <= 0:
         return 0
     if need.per_gpu_mib is not None:
@@ -402,7 +419,14 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
                 "Try: a DeviceClass or selector these devices satisfy"))
     if need.extended:
         # Nodes without a device plugin for the resource, as the scheduler serves it there: the class's devices.
-        nodes = [for_extended(need, n) for n in nodes]
+        # Lazily first, as below: admitting stops at the first node that holds it.
+        views: list[NodeGPUs] = []
+        for n in nodes:
+            seen = for_extended(need, n)
+            if seen.is_gpu_node and fits_ever(need, seen) and (seen.vram_mib > 0 or need.per_gpu_mib is None):
+                return _maybe_tight(demand, need, nodes, seen)
+            views.append(seen)
+        nodes = views
     whole = nodes
     if need.mig:
         # Each node as the pod sees it: the asked profile's slices at the profile's memory.

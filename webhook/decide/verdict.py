@@ -15,7 +15,7 @@ from ..units.bounds import OverBudget, TooLarge
 from ..units.declaration import DeclarationError
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import Demand, read_demand
-from .placement import Code, Fitting, cluster_verdict, dra_served, fits_ever, picked_context
+from .placement import Code, Fitting, cluster_verdict, dra_served, fits_ever, for_extended, picked_context
 from .provisioned import provisioned_nodes
 from .rules import (
     Narrow,
@@ -302,9 +302,23 @@ def _extended_steering(demand: Demand, fitting: Fitting, snapshot: Snapshot) -> 
     DRA-served nodes whose devices cannot hold it remain open to it (nothing native steers away from them: the
     scheduler's claim carries the class's selectors only, and those nodes carry no GPU labels)."""
     need = fitting.need
-    if not any(dra_served(need, n) for n in fitting):
+    # One look per placement class (nodes of one class have the same devices), not per node: a fleet of DRA nodes
+    # is a handful of classes.
+    groups, unclassed = snapshot.class_members
+    by = snapshot.by_vram
+    shapes = [(snapshot.class_info[c][0], ix) for c, ix in groups.items()] + [(by[i], (i,)) for i in unclassed]
+    holds = False
+    small: list[str] = []
+    for shape, members in shapes:
+        if not dra_served(need, shape):
+            continue
+        if fits_ever(need, for_extended(need, shape)):
+            holds = True
+        else:
+            small.extend(by[i].name for i in members)
+    if not holds:
         return False, []
-    small = sorted(n.name for n in snapshot.nodes.values() if dra_served(need, n) and not fits_ever(need, n))
+    small.sort()
     if not small:
         return True, []
     asked = ", ".join(f"{r.name} (DeviceClass {r.class_name})" for r in need.extended)

@@ -147,3 +147,38 @@ def test_plain_gpu_request_served_by_dra_devices(
                      rf"\(ext-l4, NVIDIA L4 via DRA DeviceClass {CLASS}", bad.stderr), bad.stderr
     assert f"nvidia.com/gpu is DeviceClass {CLASS}'s (extendedResourceName)" in bad.stderr
     assert "DRA devices: 24 GiB ×1" in bad.stderr
+
+
+def test_native_affinity_steers_off_dra_nodes_too_small(
+    cluster: ControlPlane, gate: Vramgate, namespace: str, tmp_path: Path
+) -> None:
+    """No extender: a labelled 80 GiB device-plugin node holds the pod, the only DRA node (24 GiB) cannot. The VRAM
+    affinity then stays the label one, which rightly shuts out the unlabelled DRA node: kube-scheduler alone binds
+    the pod to the device-plugin node (without the affinity, the DRA plugin could give it the L4)."""
+    cluster.request("POST", f"{RES}/deviceclasses", _class())
+    cluster.create_gpu_node("dp-h100", gpus=1, mem_mib=81920)
+    cluster.create_gpu_node("ext-l4", gpus=0)
+    cluster.request("POST", f"{RES}/resourceslices", SLICES["ext-l4"])
+    cluster.start_scheduler(None)
+    try:
+        gate.wait_inventory({"dp-h100", "ext-l4"})
+        cluster.wait_for("the DeviceClass in vramgate's view",
+                         lambda: "extended_resources" in gate.inventory_nodes()["ext-l4"], timeout=15)
+        ok = _apply(cluster, namespace, _pod("qwen-14b-native"), tmp_path)
+        assert ok.returncode == 0, ok.stderr
+        assert "served from DRA devices" not in ok.stderr, ok.stderr
+        pod = cluster.get_pod("qwen-14b-native", namespace)
+        terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        # no bare "neither label" term (provisioner terms, which name a cloud's GPU, may be there)
+        assert [{"key": "vramgate.io/gpu-memory-mib", "operator": "DoesNotExist"},
+                {"key": "nvidia.com/gpu.memory", "operator": "DoesNotExist"}] not in [
+                    t["matchExpressions"] for t in terms], terms
+        assert cluster.wait_pod_bound("qwen-14b-native", namespace, timeout=60) == "dp-h100"
+        assert not cluster.get_pod("qwen-14b-native", namespace)["status"].get("extendedResourceClaimStatus")
+    finally:
+        cluster.start_scheduler([gate.extender()])
+        cluster.request("DELETE", f"{RES}/resourceslices/ext-l4-gpu", ok=(200, 202, 404))
+        for name in ("dp-h100", "ext-l4"):
+            cluster.delete_node(name)
+        cluster.request("DELETE", f"{RES}/deviceclasses/{CLASS}", ok=(200, 202, 404))

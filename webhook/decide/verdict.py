@@ -308,21 +308,20 @@ def _extended_steering(demand: Demand, fitting: Fitting, snapshot: Snapshot) -> 
     by = snapshot.by_vram
     shapes = [(snapshot.class_info[c][0], ix) for c, ix in groups.items()] + [(by[i], (i,)) for i in unclassed]
     holds = False
-    small: list[str] = []
+    small: list[int] = []  # the first few positions in by_vram of each class too small
+    count = 0
     for shape, members in shapes:
         if not dra_served(need, shape):
             continue
         if fits_ever(need, for_extended(need, shape)):
             holds = True
         else:
-            small.extend(by[i].name for i in members)
-    if not holds:
-        return False, []
-    small.sort()
-    if not small:
-        return True, []
+            small.extend(members[:3])
+            count += len(members)
+    if not holds or not count:
+        return holds, []
     asked = ", ".join(f"{r.name} (DeviceClass {r.class_name})" for r in need.extended)
-    shown = ", ".join(small[:3]) + (f" and {len(small) - 3} more" if len(small) > 3 else "")
+    shown = ", ".join(by[i].name for i in sorted(small)[:3]) + (f" and {count - 3} more" if count > 3 else "")
     return True, [f"{demand.view.ref}: {asked} is served from DRA devices; those on {shown} cannot hold it, and "
                   "neither a node affinity nor the scheduler's claim for the resource can steer away from them. "
                   "Try: the vramgate extender (extender.enabled), or a ResourceClaim (vramgate adds a memory "

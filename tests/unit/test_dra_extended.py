@@ -259,3 +259,28 @@ def test_extender_forgets_needs_when_a_device_class_comes() -> None:
     assert orjson.loads(ext.filter(body))["NodeNames"] == []
     current[0] = _snap(nodes, objs)  # the class arrives
     assert orjson.loads(ext.filter(body))["NodeNames"] == ["dra-h100"]
+
+
+# ---- the CLI, from files as kubectl writes them ---------------------------------------------------
+
+
+def test_cli_check_and_nodes(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from webhook.cli.main import main
+
+    nodes, objs = BIG_AND_SMALL
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*nodes, *objs]}))
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [nodes[1], objs[0], objs[2]]}))
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(_pod()))
+    assert main(["check", "-f", str(pod), "--nodes", str(cluster)]) == 0
+    assert capsys.readouterr().out.startswith("ADMIT   pod/qwen")
+    assert main(["check", "-f", str(pod), "--nodes", str(small)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("REJECT  pod/qwen") and "via DRA DeviceClass gpu.nvidia.com" in out
+    assert main(["nodes", "--nodes", str(cluster)]) == 0
+    table = capsys.readouterr().out
+    assert "serves nvidia.com/gpu: 1 via DeviceClass gpu.nvidia.com" in table.splitlines()[1]

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from ..cluster.dra_extended import describe_extended, extended_record
 from ..cluster.inventory import node_record
 from ..cluster.snapshot import Snapshot, snapshot_from_nodes
 from ..config import Config
@@ -144,7 +145,7 @@ def cmd_estimate(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_nodes(args: argparse.Namespace, config: Config) -> int:
     snapshot = _snapshot(args, config)
-    records = [node_record(n, snapshot.free_gpus(n.name))
+    records = [{**node_record(n, snapshot.free_gpus(n.name)), **extended_record(n, snapshot.dra)}
                for n in sorted(snapshot.nodes.values(), key=lambda n: n.name) if n.is_gpu_node]
     if getattr(args, "output", "table") == "json":
         # The same records /inventory serves; the table below is drawn from them, so the two never disagree.
@@ -164,7 +165,7 @@ def cmd_nodes(args: argparse.Namespace, config: Config) -> int:
             r["health"],
             r["vendor"],
             _layout(r),
-            r["reason"],
+            "; ".join(filter(None, (r["reason"], describe_extended(r)))),
         ))
     _print_table(rows, "(no GPU nodes)")
     return EXIT_OK

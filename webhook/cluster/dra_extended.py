@@ -27,8 +27,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
+from typing import Any
 
 from .dra import Device, DeviceClass, DraView, Request, is_gpu_request, matching
+from .inventory import NodeGPUs
 
 # Every DeviceClass's implicit extended resource name is this prefix + its name.
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -102,3 +104,20 @@ def offers(devices: Iterable[Device], view: DraView) -> tuple[Offer, ...]:
         if found:
             out.append(Offer(name, dc.name, found))
     return tuple(out)
+
+
+def extended_record(node: NodeGPUs, view: DraView) -> dict[str, Any]:
+    """What ``/inventory`` and ``vramgate nodes -o json`` add for a node without a device plugin for the resources
+    (none allocatable): ``extended_resources: {resource: {device_class, devices, memory_mib}}``; {} otherwise."""
+    found = offers(node.dra, view) if node.dra and view.classes and node.allocatable == 0 else ()
+    if not found:
+        return {}
+    return {"extended_resources": {o.resource: {"device_class": o.device_class, "devices": len(o.devices),
+                                                "memory_mib": list(o.memory_mib)} for o in found}}
+
+
+def describe_extended(record: Mapping[str, Any]) -> str:
+    """ "serves nvidia.com/gpu: 2 via DeviceClass gpu.nvidia.com" from a record's ``extended_resources``; "" if none."""
+    served = record.get("extended_resources") or {}
+    parts = [f"{name}: {v['devices']} via DeviceClass {v['device_class']}" for name, v in served.items()]
+    return f"serves {'; '.join(parts)}" if parts else ""

@@ -9,9 +9,8 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from ..cluster.dra import DraView
-from ..cluster.dra_extended import offers
-from ..cluster.inventory import NodeGPUs, node_record
+from ..cluster.dra_extended import extended_record
+from ..cluster.inventory import node_record
 from .hot import App
 from .state import AppState
 
@@ -41,18 +40,10 @@ def create_app(state: AppState) -> App:
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    def extended_json(n: NodeGPUs, view: DraView) -> dict[str, object]:
-        """The DRA-backed extended resources the node serves (no device plugin for them: none allocatable)."""
-        found = offers(n.dra, view) if n.dra and view.classes and n.allocatable == 0 else ()
-        if not found:
-            return {}
-        return {"extended_resources": {o.resource: {"device_class": o.device_class, "devices": len(o.devices),
-                                                    "memory_mib": list(o.memory_mib)} for o in found}}
-
     @app.get("/inventory")
     async def inventory(request: Request) -> Response:
         snap = state.inventory.snapshot()
-        nodes = [{**node_record(n, snap.free_gpus(n.name)), **extended_json(n, snap.dra)}
+        nodes = [{**node_record(n, snap.free_gpus(n.name)), **extended_record(n, snap.dra)}
                  for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)]
         stale = state.inventory.staleness()
         return _json({"synced": snap.synced, "revision": snap.revision,

@@ -197,3 +197,21 @@ def test_fp8_on_gpus_without_fp8_compute_is_warned_never_rejected() -> None:
     tp4 = _pod([*LLAMA_70B, "--tensor-parallel-size", "4"], gpus=4)
     bf16 = judge(tp4, snapshot_from_nodes([_mi210()], CFG), CFG, builtin_catalog())
     assert bf16.allowed and not any("FP8 compute" in w for w in bf16.warnings)
+
+
+def test_explain_counts_the_amd_taint_as_tolerated_for_a_template() -> None:
+    from webhook.advise.explain import node_outcome
+    from webhook.kinds import pod_view
+
+    node = _nodes("nodes-amd.yaml")[0]
+    node["spec"] = {"taints": [{"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}]}
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "serving"},
+              "spec": {"template": {"spec": _pod(LLAMA_70B)["spec"]}}}
+    view = pod_view(deploy, "serving")
+    assert view is not None
+    from webhook.decide.demand import read_demand
+
+    demand = read_demand(view, CFG, builtin_catalog())
+    assert demand is not None
+    out = node_outcome(demand, node_gpus(node, CFG), 8, CFG.labels.gpu_resource)
+    assert "not tolerated" not in out.reason, out  # the mutation adds the amd.com/gpu toleration to its pods

@@ -215,3 +215,11 @@ def test_explain_counts_the_amd_taint_as_tolerated_for_a_template() -> None:
     assert demand is not None
     out = node_outcome(demand, node_gpus(node, CFG), 8, CFG.labels.gpu_resource)
     assert "not tolerated" not in out.reason, out  # the mutation adds the amd.com/gpu toleration to its pods
+
+
+def test_amd_labels_without_amd_gpu_capacity_name_the_amd_resource() -> None:
+    node = _nodes("nodes-amd.yaml")[0]
+    node["status"] = {"capacity": {"cpu": "192"}, "allocatable": {"cpu": "190"}}  # the device plugin is not running
+    n = node_gpus(node, CFG)
+    assert n.plugin_missing and n.health == "unhealthy"
+    assert "no amd.com/gpu capacity" in n.health_reason and "nvidia" not in n.health_reason

@@ -223,3 +223,16 @@ def test_amd_labels_without_amd_gpu_capacity_name_the_amd_resource() -> None:
     n = node_gpus(node, CFG)
     assert n.plugin_missing and n.health == "unhealthy"
     assert "no amd.com/gpu capacity" in n.health_reason and "nvidia" not in n.health_reason
+
+
+def test_remediation_evicts_amd_pods_from_a_failed_amd_node() -> None:
+    from webhook.controller.remediation import select_evictions
+
+    pod = _pod(LLAMA_70B, node="mi300x-0")
+    got = select_evictions([pod], {"mi300x-0"}, CFG)
+    assert [(c.name, c.node) for c in got] == [("p", "mi300x-0")]
+    # A device the kubelet reports Unhealthy (KEP-4680) under amd.com/gpu.
+    pod["status"]["containerStatuses"] = [{"name": "vllm", "allocatedResourcesStatus": [
+        {"name": "amd.com/gpu", "resources": [{"resourceID": "gpu-3", "health": "Unhealthy"}]}]}]
+    got = select_evictions([pod], set(), CFG)
+    assert len(got) == 1 and "amd.com/gpu gpu-3 reported Unhealthy" in got[0].reason

@@ -236,3 +236,38 @@ def test_remediation_evicts_amd_pods_from_a_failed_amd_node() -> None:
         {"name": "amd.com/gpu", "resources": [{"resourceID": "gpu-3", "health": "Unhealthy"}]}]}]
     got = select_evictions([pod], set(), CFG)
     assert len(got) == 1 and "amd.com/gpu gpu-3 reported Unhealthy" in got[0].reason
+
+
+def _as_amd(obj: Any) -> Any:
+    """The object with every nvidia.com/gpu amount asked as amd.com/gpu instead."""
+    if isinstance(obj, dict):
+        return {("amd.com/gpu" if k == "nvidia.com/gpu" else k): _as_amd(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_as_amd(v) for v in obj]
+    return obj
+
+
+def test_multi_pod_kinds_count_amd_gpus() -> None:
+    from webhook.kinds import Context, roles
+
+    kinds = Path(__file__).resolve().parents[1] / "fixtures" / "kinds"
+    lws = _as_amd(yaml.safe_load((kinds / "lws-vllm.yaml").read_text()))
+    assert "nvidia.com/gpu" not in str(lws)
+    ctx = Context("ml", None, CFG.labels.gpu_resource, ("amd.com/gpu",))
+    found = roles(lws, ctx)
+    assert found is not None
+    worker = next(r for r in found.roles if r.name == "worker")
+    # The worker names no model: it borrows the leader's serving command, as with nvidia.com/gpu.
+    text = " ".join(str(w) for c in worker.view.containers()
+                    for w in [*(c.get("command") or []), *(c.get("args") or [])])
+    assert "--tensor-parallel-size" in text, text
+    ray = _as_amd(yaml.safe_load((kinds / "rayservice-llm.yaml").read_text()))
+    found = roles(ray, ctx)
+    nvidia = roles(yaml.safe_load((kinds / "rayservice-llm.yaml").read_text()), Context("ml"))
+    assert found is not None and nvidia is not None
+    # The same roles and groups as the NVIDIA original, and no "no group requests" warning.
+    assert [(r.name, r.group_size) for r in found.roles] == [(r.name, r.group_size) for r in nvidia.roles]
+    assert found.warnings == nvidia.warnings
+    # Through admission: judged as AMD pods on AMD nodes.
+    j = judge(lws, snapshot_from_nodes(_nodes("nodes-amd.yaml"), CFG), CFG, builtin_catalog(), namespace="ml")
+    assert j.demand is not None and j.demand.vendor == "amd", j

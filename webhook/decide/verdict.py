@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..cluster.accelerators import resources_of_vendors
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, matching, pod_claims
 from ..cluster.snapshot import Snapshot
 from ..cluster.usage import container_gpus
@@ -133,7 +134,7 @@ def judge(
         assert view is not None
         return _judge_view(view, snapshot, config, catalog, enforcement, runtimes)
     try:
-        found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource))
+        found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource, resources_of_vendors()))
     except WorkloadError as exc:
         where = _ref(obj) if isinstance(kind, str) else "object"
         return _deny(enforcement, exc.code, f"{where}: {exc}")

@@ -271,3 +271,12 @@ def test_multi_pod_kinds_count_amd_gpus() -> None:
     # Through admission: judged as AMD pods on AMD nodes.
     j = judge(lws, snapshot_from_nodes(_nodes("nodes-amd.yaml"), CFG), CFG, builtin_catalog(), namespace="ml")
     assert j.demand is not None and j.demand.vendor == "amd", j
+
+
+def test_mxfp4_on_mi355x_is_priced_over_every_layout() -> None:
+    # vLLM supports MX formats on gfx95x (MI350/MI355X: vllm/platforms/rocm.py supports_mx); which MoE backend and
+    # padding it runs there has no published log, so the estimate's band spans every layout vramgate knows.
+    from webhook.engines import mxfp4
+
+    expected, possible = mxfp4.layouts("AMD_Instinct_MI355X", (0, 11, 1))
+    assert possible == mxfp4.ALL and expected == mxfp4.MARLIN

@@ -81,7 +81,7 @@ def host_memory_warnings(demand: Demand, config: Config) -> list[str]:
     floor = (weights * 1024 * 1024 + kept) * config.admission.host_memory_factor / demand.gpus
     out = []
     names = set(demand.gpu_containers)
-    resource = config.labels.gpu_resource
+    resource = demand.gpu_resource  # amd.com/gpu for an AMD pod: its containers' share of the weights
     for c in demand.view.containers():
         if str(c.get("name", "")) not in names:
             continue

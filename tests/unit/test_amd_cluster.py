@@ -197,3 +197,86 @@ def test_fp8_on_gpus_without_fp8_compute_is_warned_never_rejected() -> None:
     tp4 = _pod([*LLAMA_70B, "--tensor-parallel-size", "4"], gpus=4)
     bf16 = judge(tp4, snapshot_from_nodes([_mi210()], CFG), CFG, builtin_catalog())
     assert bf16.allowed and not any("FP8 compute" in w for w in bf16.warnings)
+
+
+def test_explain_counts_the_amd_taint_as_tolerated_for_a_template() -> None:
+    from webhook.advise.explain import node_outcome
+    from webhook.kinds import pod_view
+
+    node = _nodes("nodes-amd.yaml")[0]
+    node["spec"] = {"taints": [{"key": "amd.com/gpu", "value": "present", "effect": "NoSchedule"}]}
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "serving"},
+              "spec": {"template": {"spec": _pod(LLAMA_70B)["spec"]}}}
+    view = pod_view(deploy, "serving")
+    assert view is not None
+    from webhook.decide.demand import read_demand
+
+    demand = read_demand(view, CFG, builtin_catalog())
+    assert demand is not None
+    out = node_outcome(demand, node_gpus(node, CFG), 8, CFG.labels.gpu_resource)
+    assert "not tolerated" not in out.reason, out  # the mutation adds the amd.com/gpu toleration to its pods
+
+
+def test_amd_labels_without_amd_gpu_capacity_name_the_amd_resource() -> None:
+    node = _nodes("nodes-amd.yaml")[0]
+    node["status"] = {"capacity": {"cpu": "192"}, "allocatable": {"cpu": "190"}}  # the device plugin is not running
+    n = node_gpus(node, CFG)
+    assert n.plugin_missing and n.health == "unhealthy"
+    assert "no amd.com/gpu capacity" in n.health_reason and "nvidia" not in n.health_reason
+
+
+def test_remediation_evicts_amd_pods_from_a_failed_amd_node() -> None:
+    from webhook.controller.remediation import select_evictions
+
+    pod = _pod(LLAMA_70B, node="mi300x-0")
+    got = select_evictions([pod], {"mi300x-0"}, CFG)
+    assert [(c.name, c.node) for c in got] == [("p", "mi300x-0")]
+    # A device the kubelet reports Unhealthy (KEP-4680) under amd.com/gpu.
+    pod["status"]["containerStatuses"] = [{"name": "vllm", "allocatedResourcesStatus": [
+        {"name": "amd.com/gpu", "resources": [{"resourceID": "gpu-3", "health": "Unhealthy"}]}]}]
+    got = select_evictions([pod], set(), CFG)
+    assert len(got) == 1 and "amd.com/gpu gpu-3 reported Unhealthy" in got[0].reason
+
+
+def _as_amd(obj: Any) -> Any:
+    """The object with every nvidia.com/gpu amount asked as amd.com/gpu instead."""
+    if isinstance(obj, dict):
+        return {("amd.com/gpu" if k == "nvidia.com/gpu" else k): _as_amd(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_as_amd(v) for v in obj]
+    return obj
+
+
+def test_multi_pod_kinds_count_amd_gpus() -> None:
+    from webhook.kinds import Context, roles
+
+    kinds = Path(__file__).resolve().parents[1] / "fixtures" / "kinds"
+    lws = _as_amd(yaml.safe_load((kinds / "lws-vllm.yaml").read_text()))
+    assert "nvidia.com/gpu" not in str(lws)
+    ctx = Context("ml", None, CFG.labels.gpu_resource, ("amd.com/gpu",))
+    found = roles(lws, ctx)
+    assert found is not None
+    worker = next(r for r in found.roles if r.name == "worker")
+    # The worker names no model: it borrows the leader's serving command, as with nvidia.com/gpu.
+    text = " ".join(str(w) for c in worker.view.containers()
+                    for w in [*(c.get("command") or []), *(c.get("args") or [])])
+    assert "--tensor-parallel-size" in text, text
+    ray = _as_amd(yaml.safe_load((kinds / "rayservice-llm.yaml").read_text()))
+    found = roles(ray, ctx)
+    nvidia = roles(yaml.safe_load((kinds / "rayservice-llm.yaml").read_text()), Context("ml"))
+    assert found is not None and nvidia is not None
+    # The same roles and groups as the NVIDIA original, and no "no group requests" warning.
+    assert [(r.name, r.group_size) for r in found.roles] == [(r.name, r.group_size) for r in nvidia.roles]
+    assert found.warnings == nvidia.warnings
+    # Through admission: judged as AMD pods on AMD nodes.
+    j = judge(lws, snapshot_from_nodes(_nodes("nodes-amd.yaml"), CFG), CFG, builtin_catalog(), namespace="ml")
+    assert j.demand is not None and j.demand.vendor == "amd", j
+
+
+def test_mxfp4_on_mi355x_is_priced_over_every_layout() -> None:
+    # vLLM supports MX formats on gfx95x (MI350/MI355X: vllm/platforms/rocm.py supports_mx); which MoE backend and
+    # padding it runs there has no published log, so the estimate's band spans every layout vramgate knows.
+    from webhook.engines import mxfp4
+
+    expected, possible = mxfp4.layouts("AMD_Instinct_MI355X", (0, 11, 1))
+    assert possible == mxfp4.ALL and expected == mxfp4.MARLIN

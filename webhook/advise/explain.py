@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..cluster.accelerators import NVIDIA
 from ..cluster.inventory import NodeGPUs
 from ..cluster.snapshot import Snapshot
 from ..config import Config
@@ -125,7 +126,9 @@ def node_outcome(demand: Demand, node: NodeGPUs, free: int, gpu_resource: str, *
     spec = demand.view.spec
     if not selects(spec, node):
         return NodeOutcome(node.name, product, SELECTOR, f"does not match its {describe_constraints(spec)}")
-    taints = untolerated(spec, node, gpu_resource, template=demand.view.kind != "Pod")
+    # The resource whose taint the mutation tolerates: the pod's vendor's (amd.com/gpu), else the config's.
+    resource = demand.gpu_resource if demand.vendor != NVIDIA else gpu_resource
+    taints = untolerated(spec, node, resource, template=demand.view.kind != "Pod")
     if taints:
         return NodeOutcome(node.name, product, TAINT, f"taint {', '.join(taints)} not tolerated")
     return NodeOutcome(node.name, product, str(f.code), f.reason)

@@ -155,13 +155,14 @@ def fault_of(node: dict[str, Any], config: Config) -> str | None:
 
 
 def classify(
-    capacity: int, allocatable: int, labelled: bool, fault: str | None, config: Config
+    capacity: int, allocatable: int, labelled: bool, fault: str | None, config: Config, vendor: str = NVIDIA,
 ) -> tuple[HealthState, str]:
     """Health state and reason from the capacity gap, the device plugin and fault signals."""
     if fault:
         return "unhealthy", f"GPU fault: {fault}"
     if labelled and capacity == 0:
-        return "unhealthy", "GPU labels but no nvidia.com/gpu capacity: device plugin not running"
+        resource = resource_of(vendor, config.labels.gpu_resource)
+        return "unhealthy", f"GPU labels but no {resource} capacity: device plugin not running"
     if capacity > 0 and allocatable == 0:
         return "unhealthy", f"0 of {capacity} GPUs allocatable"
     bad = max(0, capacity - allocatable)
@@ -226,7 +227,7 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
     mig_capacity = sum(p.capacity for p in profiles)
     mig_allocatable = sum(p.allocatable for p in profiles)
     health, reason = classify(capacity + mig_capacity, allocatable + mig_allocatable,
-                              labelled or bool(profiles), fault, config)
+                              labelled or bool(profiles), fault, config, vendor)
     if profiles:
         reason = reason.replace(" GPUs", " GPUs and MIG slices") if mig_capacity else reason
     if vendor != NVIDIA:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ..cluster.accelerators import NVIDIA
+from ..cluster.accelerators import NVIDIA, resource_of
 from ..cluster.inventory import HealthState, NodeGPUs, classify, fault_of
 from ..config import Config
 from ..kube.events import event_body as new_event
@@ -40,7 +40,7 @@ def reclassify(node: NodeGPUs, ctrl_config: Config) -> NodeGPUs:
     if not (node.fault and node.fault.startswith(f"taint {own}:")):
         return node
     fault = fault_of({"spec": {"taints": list(node.taints)}}, ctrl_config)
-    health, reason = classify(node.capacity, node.allocatable, node.labelled, fault, ctrl_config)
+    health, reason = classify(node.capacity, node.allocatable, node.labelled, fault, ctrl_config, node.vendor)
     return replace(node, fault=fault, health=health, health_reason=reason)
 
 
@@ -264,7 +264,8 @@ class HealthTracker:
             if left > 0:
                 observed = None
                 observed_reason = (
-                    f"GPU labels but no nvidia.com/gpu capacity: waiting {left:.0f}s more for the device plugin"
+                    f"GPU labels but no {resource_of(view.vendor, self.config.labels.gpu_resource)} capacity: "
+                    f"waiting {left:.0f}s more for the device plugin"
                 )
         else:
             st.plugin_missing_since = None

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass
 from typing import Any
 
+from ..cluster.accelerators import resources_of_vendors
 from ..cluster.usage import holds_gpus, pod_gpus
 from ..config import Config
 
@@ -56,7 +57,8 @@ def select_evictions(
     """GPU pods to evict: bound, non-terminal pods holding GPUs on an unhealthy node, or reporting an
     Unhealthy GPU of their own; never in excluded namespaces or vramgate's own, never a pod already
     being deleted, a DaemonSet pod (it would come back to the same node) or a static pod."""
-    resource = config.labels.gpu_resource
+    # Each vendor's resource (amd.com/gpu): an AMD pod on a failed AMD node is evicted as an NVIDIA one is.
+    resources = (config.labels.gpu_resource, *resources_of_vendors())
     excluded = {*config.admission.excluded_namespaces, config.namespace}
     device_faults: list[Candidate] = []
     node_faults: list[Candidate] = []
@@ -71,7 +73,10 @@ def select_evictions(
             continue
         if _owned_by_daemonset(meta) or MIRROR_ANNOTATION in (meta.get("annotations") or {}):
             continue
-        if not holds_gpus(pod) or pod_gpus(pod, resource) <= 0:
+        if not holds_gpus(pod):
+            continue
+        resource = next((r for r in resources if pod_gpus(pod, r) > 0), None)
+        if resource is None:
             continue
         node = str(spec.get("nodeName"))
         cand = Candidate(namespace=namespace, name=name, uid=str(meta.get("uid") or ""), node=node, reason="")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from ..cluster.accelerators import NVIDIA, vendor_named
+from ..cluster.accelerators import NVIDIA, resource_of, vendor_named
 from ..cluster.dra import Device, Request, matching
 from ..cluster.inventory import NodeGPUs, vram_missing
 from ..config import PlacementMode
@@ -284,7 +284,8 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
         return NodeFit(name, Code.NO_GPUS, "no GPUs")
     if not ever:
         if node.plugin_missing:
-            return NodeFit(name, Code.NO_DEVICE_PLUGIN, "GPU labels but no nvidia.com/gpu: device plugin not running")
+            return NodeFit(name, Code.NO_DEVICE_PLUGIN, f"GPU labels but no {_resource(node.vendor)}: device plugin "
+                           "not running")
         if node.health == "unhealthy":
             return NodeFit(name, Code.GPU_FAULT, node.health_reason)
     count = node.capacity if ever else node.allocatable
@@ -313,6 +314,11 @@ def fit(need: Need, node: NodeGPUs, free: int | None = None, *, ever: bool = Fal
     if need.per_gpu_mib is not None and node.vram_mib <= 0:
         return NodeFit(name, Code.FITS, "fits; VRAM unknown, not checked")
     return NodeFit(name, Code.FITS, "fits")
+
+
+def _resource(vendor: str) -> str:
+    """The resource a node of ``vendor`` advertises, for reasons (NVIDIA's: the default config's)."""
+    return resource_of(vendor, "nvidia.com/gpu")
 
 
 def fits_ever(need: Need, node: NodeGPUs) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..cluster.accelerators import resources_of_vendors
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, matching, pod_claims
 from ..cluster.snapshot import Snapshot
 from ..cluster.usage import container_gpus
@@ -91,7 +92,7 @@ def host_memory_warnings(demand: Demand, config: Config) -> list[str]:
     floor = (weights * 1024 * 1024 + kept) * config.admission.host_memory_factor / demand.gpus
     out = []
     names = set(demand.gpu_containers)
-    resource = config.labels.gpu_resource
+    resource = demand.gpu_resource  # amd.com/gpu for an AMD pod: its containers' share of the weights
     for c in demand.view.containers():
         if str(c.get("name", "")) not in names:
             continue
@@ -160,7 +161,7 @@ def _judge(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Cat
         assert view is not None
         return _judge_view(view, snapshot, config, catalog, enforcement, runtimes)
     try:
-        found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource))
+        found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource, resources_of_vendors()))
     except WorkloadError as exc:
         where = _ref(obj) if isinstance(kind, str) else "object"
         return _deny(enforcement, exc.code, f"{where}: {exc}")

@@ -31,6 +31,7 @@ from .view import (
     WorkloadError,
     as_dict,
     as_list,
+    asked_resource,
     copied,
     count,
     gpu_count,
@@ -141,7 +142,7 @@ def _isvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
             out.append(Role("predictor", view("predictor", pod_meta, pod, 1), 1, replicas))
         else:
             out.extend(_multinode(runtime, rt_spec, predictor, head_container, pod, ctx, view, replicas, meta))
-        if note and any(gpu_count(c, ctx.gpu_resource) for r in out for c in r.view.containers()):
+        if note and any(gpu_count(c, ctx.gpu_resources) for r in out for c in r.view.containers()):
             warnings.append(f"{kind.lower()}/{name}: {note}")
     for component in ("transformer", "explainer"):
         part = spec.get(component)
@@ -368,7 +369,7 @@ def _multinode(runtime: dict[str, Any], rt_spec: dict[str, Any], predictor: dict
                "spec.predictor.workerSpec.tensorParallelSize", minimum=1)
     isvc_workers = [c for c in as_list(isvc_ws.get("containers")) if isinstance(c, dict)]
     worker = _merge_runtime(rt_ws.get("containers"), WORKER, isvc_workers[0] if isvc_workers else {}, meta)
-    resource = ctx.gpu_resource
+    resource = asked_resource((head, worker), ctx.gpu_resources)  # amd.com/gpu where the containers ask it
     total = tp * pp
     head_gpus, worker_gpus = gpu_count(head, resource), gpu_count(worker, resource)
     if as_dict(as_dict(runtime.get("metadata")).get("annotations")).get(EXECUTOR_BACKEND) == "mp" or \

@@ -58,7 +58,7 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         return RoleSet(kind, name, (leader,), grouped=True)
     w_meta = inherit_annotations(w_meta, l_meta)
     # No warning when the worker borrows the leader's command: vLLM's recipe always does, and docs/admission.md says so.
-    w_spec, _ = _borrow_command(w_spec, l_spec, ctx.gpu_resource)
+    w_spec, _ = _borrow_command(w_spec, l_spec, ctx.gpu_resources)
     worker = Role("worker", view("worker", w_meta, w_spec), size, replicas * (size - 1))
     return RoleSet(kind, name, (leader, worker), grouped=True)
 
@@ -69,7 +69,8 @@ def _text(c: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _borrow_command(worker: dict[str, Any], leader: dict[str, Any], resource: str) -> tuple[dict[str, Any], bool]:
+def _borrow_command(worker: dict[str, Any], leader: dict[str, Any],
+                    resource: str | tuple[str, ...]) -> tuple[dict[str, Any], bool]:
     """A worker spec whose GPU container runs the leader's serving command when it names no model itself.
 
     vLLM's multi-node LWS recipe starts Ray on the workers and ``vllm serve`` (with TP × PP over the whole

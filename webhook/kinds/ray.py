@@ -90,7 +90,7 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         g_meta, g_spec = template_parts(g.get("template"), f"{gw}.template")
         groups.append((str(g_name), g_meta, g_spec, hosts, replicas * hosts, max(most, replicas) * hosts))
 
-    resource = ctx.gpu_resource
+    resource = ctx.gpu_resources  # every vendor's: a worker group asking amd.com/gpu is a GPU group too
     gpu_groups = [g for g in groups[1:] if pod_gpus(g[2], resource) > 0] or [g for g in groups if
                                                                               pod_gpus(g[2], resource) > 0]
     out: list[Role] = []
@@ -113,7 +113,7 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
             out.append(Role(role, view, group, replicas))
     if apps and not gpu_groups:
         warnings.append(f"{kind.lower()}/{name}: serveConfigV2 deploys {', '.join(a.model_id for a in apps)} but no "
-                        f"group requests {resource}")
+                        f"group requests {ctx.gpu_resource}")
     return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=True)
 
 
@@ -127,7 +127,7 @@ def _runs_on(app: LLMApp, g_name: str, g_spec: dict[str, Any], gpu_groups: list[
     return g_name in matched if matched else True
 
 
-def _with_command(spec: dict[str, Any], app: LLMApp, resource: str) -> dict[str, Any]:
+def _with_command(spec: dict[str, Any], app: LLMApp, resource: str | tuple[str, ...]) -> dict[str, Any]:
     """A copy of the pod spec whose first GPU container runs the deployment's ``vllm serve`` command line."""
     containers = as_list(spec.get("containers"))
     idx = next((i for i, c in enumerate(containers) if isinstance(c, dict) and gpu_count(c, resource)), None)

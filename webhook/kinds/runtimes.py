@@ -111,3 +111,9 @@ class Context:
     namespace: str | None = None
     runtimes: Runtimes | None = None
     gpu_resource: str = "nvidia.com/gpu"
+    # Other vendors' GPU resources (amd.com/gpu, from webhook/data/accelerators.yaml): counted as GPUs too.
+    other_gpu_resources: tuple[str, ...] = ()
+
+    @property
+    def gpu_resources(self) -> tuple[str, ...]:
+        return (self.gpu_resource, *self.other_gpu_resources)

@@ -113,7 +113,7 @@ def _trainjob(obj: dict[str, Any], ctx: Context) -> RoleSet:
     if not found:
         plain = _override({"containers": [{"name": TRAINER_CONTAINER}]}, trainer)
         pod = _with_model_download(plain, uri)
-        if isinstance(rt_name, str) and runtime is None and (ctx.runtimes or pod_gpus(pod, ctx.gpu_resource)):
+        if isinstance(rt_name, str) and runtime is None and (ctx.runtimes or pod_gpus(pod, ctx.gpu_resources)):
             warnings.append(f"{kind.lower()}/{name}: {rt_kind} {rt_name!r} is not visible to vramgate here; judged "
                             "from spec.trainer alone")
         if uri is not None and pod is plain:

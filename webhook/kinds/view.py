@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,8 +212,11 @@ def inherit_annotations(pod_meta: dict[str, Any], owner_meta: dict[str, Any]) ->
     return {**pod_meta, "annotations": {**added, **own}}
 
 
-def gpu_count(container: dict[str, Any], resource: str) -> int:
-    """The container's GPU limit (or request); 0 when absent or unreadable (the demand reader judges those)."""
+def gpu_count(container: dict[str, Any], resource: str | tuple[str, ...]) -> int:
+    """The container's GPU limit (or request) of ``resource`` (or of each of several: one vendor's each);
+    0 when absent or unreadable (the demand reader judges those)."""
+    if not isinstance(resource, str):
+        return sum(gpu_count(container, r) for r in resource)
     resources = as_dict(container.get("resources"))
     for key in ("limits", "requests"):
         section = as_dict(resources.get(key))
@@ -225,7 +228,15 @@ def gpu_count(container: dict[str, Any], resource: str) -> int:
     return 0
 
 
-def pod_gpus(spec: dict[str, Any], resource: str) -> int:
+def asked_resource(containers: Iterable[Any], resources: tuple[str, ...]) -> str:
+    """The first of ``resources`` one of the containers asks for (``amd.com/gpu``), else the first of them."""
+    for r in resources:
+        if any(isinstance(c, dict) and gpu_count(c, r) for c in containers):
+            return r
+    return resources[0]
+
+
+def pod_gpus(spec: dict[str, Any], resource: str | tuple[str, ...]) -> int:
     """GPUs one pod of this spec asks for: the app containers' sum, or the largest init container's."""
     app = sum(gpu_count(c, resource) for c in as_list(spec.get("containers")) if isinstance(c, dict))
     init = max((gpu_count(c, resource) for c in as_list(spec.get("initContainers")) if isinstance(c, dict)),

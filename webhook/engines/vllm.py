@@ -20,7 +20,7 @@ from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from ..models.vram import weights_per_gpu as weights_per_gpu_of
 from ..units.precision import kv_bytes
-from . import mxfp4
+from . import hybrid, mxfp4
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
 from .engine import ContextRead, Engine, IntSetting, ParallelRead
@@ -396,6 +396,10 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     kv_seq = _kv_for_sequence(layout, req.context, tokens, v)
     kv_total = kv_seq * req.batch  # only a declared reservation (vramgate.io/batch-size) multiplies it
     kv_per_gpu = kv_total / kv_shards / pp / max(req.kv_split, 1)
+    pool = hybrid_pool(req, spec, tp) if v1 else None
+    if pool is not None:
+        # Attention blocks raised to the recurrent state's page, one state per state group (engines/hybrid.py).
+        kv_per_gpu = pool.sequence_bytes(req.context) * req.batch / max(req.kv_split, 1)
     if req.kv_cache_bytes is not None:
         kv_per_gpu = float(req.kv_cache_bytes)
 
@@ -437,6 +441,11 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
              f"profile run of {tokens} batched tokens over {min(seqs, tokens)} sequences"]
     if spec is not None and spec.mla and layout.bytes_per_token_layer:
         notes.append(_mla_note(req, spec, layout.bytes_per_token_layer / value_bytes))
+    if pool is not None and spec is not None:
+        state_mib = spec.state_bytes_per_layer(tp) / MIB
+        notes.append(f"hybrid: KV in {spec.cache_layers} attention layers, a {state_mib:.2f} MiB recurrent state "
+                     f"per sequence in each of {spec.state_layers}; attention block {pool.block_size} tokens, "
+                     f"{pool.groups} groups of {pool.group_size} layers")
     if vision:
         notes.append(f"vision encoder profiled: {vision / MIB / 1024:.1f} GiB peak per GPU, before the LLM's")
     overhead = nt_mid * MIB + (graphs if graphs_counted else 0.0)
@@ -675,6 +684,18 @@ def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, s
     return float(peak), float(kept)
 
 
+def hybrid_pool(req: EstimateRequest, spec: ModelSpec | None, tp: int) -> hybrid.HybridPool | None:
+    """A hybrid model's block geometry on one rank (V1 from 0.9.2, ``MambaSpec``); None for other models."""
+    if spec is None or not spec.hybrid or (req.engine_version or NEWEST) < HYBRID_SINCE:
+        return None
+    layout, kv_shards = kv_geometry(req, spec, tp)
+    return hybrid.pool_of(spec, layout.bytes_per_token_layer / kv_shards, tp, max(req.pipeline, 1))
+
+
+# V1 sizes Mamba / linear-attention state in the KV pool from 0.9.2 (docs/engine-sources-vllm.md §5).
+HYBRID_SINCE: Version = (0, 9, 2)
+
+
 def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, utilization: float
             ) -> tuple[float, int, float]:
     """vLLM's KV pool on one GPU: (GiB, tokens, maximum concurrency at ``req.context``)."""
@@ -685,6 +706,12 @@ def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, 
     if req.kv_cache_bytes is not None:
         pool_mib = req.kv_cache_bytes / MIB
     pp = max(req.pipeline, 1)
+    v1 = is_v1(req.engine_version, "0" if req.legacy_engine else None)
+    pool = hybrid_pool(req, spec, max(1, g // pp)) if v1 else None
+    if pool is not None:
+        pool_bytes = max(0.0, pool_mib) * MIB
+        return (pool_mib / 1024, pool.tokens(pool_bytes, req.context, req.engine_version or NEWEST),
+                pool.concurrency(pool_bytes, req.context))
     _, kv_shards = kv_geometry(req, spec, max(1, g // pp))
     per_token_per_gpu = est.kv_bytes_per_token / kv_shards / pp
     tokens = int(max(0.0, pool_mib) * MIB / per_token_per_gpu) if per_token_per_gpu else 0

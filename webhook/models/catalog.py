@@ -67,6 +67,19 @@ class ModelSpec:
     chunked_layers: int | None = None
     kv_layers: int | None = None
     linear_state_bytes: int | None = None
+    # The recurrent state of hybrid (Mamba, Gated DeltaNet, linear attention) layers, per layer and sequence,
+    # as vLLM's MambaStateShapeCalculator shapes it (vllm==0.33.0 model_executor/layers/mamba/mamba_utils.py):
+    # ``conv_state`` values (conv_dim × (conv_kernel − 1)) kept in the model dtype, ``ssm_state`` values
+    # (heads × head_dim × state) in ``ssm_dtype`` (the config's ``mamba_ssm_dtype``; None: the model dtype).
+    # Both are split over tensor-parallel ranks. ``state_layers``: how many layers keep one.
+    state_layers: int | None = None
+    conv_state: int | None = None
+    ssm_state: int | None = None
+    ssm_dtype: str | None = None
+    # A ModelOpt checkpoint's ``quant_algo`` (hf_quant_config.json / quantization_config): FP8, NVFP4,
+    # MIXED_PRECISION. vLLM's ``--quantization modelopt`` serves whatever it says (modelopt.py
+    # ``override_quantization_method``), so it decides the weights' bytes, not the flag.
+    quant_algo: str | None = None
     # Exact bytes of the native checkpoint (safetensors index metadata.total_size).
     checkpoint_bytes: int | None = None
     # Modules a natively quantized checkpoint leaves in 16-bit beyond the embeddings and the output head
@@ -180,6 +193,29 @@ class ModelSpec:
         """Layers that keep a per-token KV cache (hybrids keep it in their attention layers only)."""
         return self.kv_layers if self.kv_layers is not None else self.layers
 
+    @property
+    def hybrid(self) -> bool:
+        """Whether some layers keep a fixed-size recurrent state instead of (or beside) a per-token KV cache."""
+        return bool(self.state_layers) and bool(self.conv_state or self.ssm_state)
+
+    def state_bytes_per_layer(self, tp: int = 1) -> int:
+        """Bytes of one sequence's recurrent state in one state layer on one of ``tp`` ranks (vLLM MambaSpec).
+
+        ``page_size_bytes`` = Σ prod(shape) × dtype size over (conv, ssm) (vllm==0.33.0 v1/kv_cache_interface.py
+        MambaSpec); conv in the model's 16-bit dtype (``mamba_cache_dtype`` auto), the ssm state in ``ssm_dtype``.
+        """
+        if not self.hybrid:
+            return 0
+        ssm_bytes = 4 if self.ssm_dtype == "fp32" else 2
+        ranks = max(tp, 1)
+        return (self.conv_state or 0) // ranks * 2 + (self.ssm_state or 0) // ranks * ssm_bytes
+
+    def state_bytes_per_sequence(self, tp: int = 1) -> int:
+        """Recurrent-state bytes one sequence keeps over every state layer on one rank."""
+        if self.hybrid:
+            return (self.state_layers or 0) * self.state_bytes_per_layer(tp)
+        return (self.linear_state_bytes or 0) // max(tp, 1)
+
     def kv_elements_per_token(self) -> int:
         """KV-cache values stored per token across all layers (MLA stores one compressed latent).
 
@@ -235,6 +271,8 @@ def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
         raise ValueError(f"{data.get('name')}: task must be one of {TASKS}")
     if data.get("mlp", "gated") not in MLP_KINDS:
         raise ValueError(f"{data.get('name')}: mlp must be one of {MLP_KINDS}")
+    if data.get("ssm_dtype") not in (None, "fp32", "bf16", "fp16"):
+        raise ValueError(f"{data.get('name')}: ssm_dtype must be fp32, bf16 or fp16")
     if data.get("verified") is None:
         data.pop("verified", None)
     return ModelSpec(**data)

@@ -1,0 +1,97 @@
+"""Hybrid models on vLLM: KV in the attention layers only, recurrent states in the pool, ModelOpt's quant_algo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from webhook.cli.main import main
+from webhook.engines import hybrid, vllm
+from webhook.engines.precision import modelopt_precision, resolve_precision
+from webhook.models.catalog import builtin_catalog, spec_from_mapping
+from webhook.models.vram import EstimateRequest
+
+CAT = builtin_catalog()
+HERE = Path(__file__).parents[1] / "fixtures" / "hybrid"
+GIB = 1024**3
+
+
+def test_the_published_qwen36_nvfp4_deployment_on_one_rtx5090_is_admitted(capsys: pytest.CaptureFixture[str]) -> None:
+    # noonghunna/club-3090#612: it started and served; vramgate used to reject it at 50.3 GiB per GPU
+    # (full attention on all 40 layers, and `--quantization modelopt` read as fp8).
+    code = main(["check", "-f", str(HERE / "qwen36-35b-a3b-nvfp4-rtx5090.yaml"),
+                 "--nodes", str(HERE / "nodes-rtx5090.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.startswith("ADMIT"), out
+    assert "nvfp4" in out
+
+
+def _qwen36_request() -> EstimateRequest:
+    spec = CAT.get("qwen3.6-35b-a3b")
+    assert spec is not None
+    return EstimateRequest(params=spec.params, precision="nvfp4", spec=spec, context=131072, engine="vllm",
+                           engine_version=(0, 24, 0), max_num_seqs=1, batched_tokens=8192, kv_cache_dtype="fp8",
+                           gpu_product="NVIDIA GeForce RTX 5090", gpu_mib=32607)
+
+
+def test_block_geometry_reproduces_the_logged_token_count() -> None:
+    # The log's pool (5.98 GiB) through vLLM's arithmetic must give its printed figures: 567,978 tokens, 4.33x.
+    req = _qwen36_request()
+    assert req.spec is not None
+    pool = vllm.hybrid_pool(req, req.spec, tp=1)
+    assert pool is not None
+    # One GDN state: 3 × 8192 bf16 conv values + 32 × 128 × 128 fp32 → 2,146,304 B; an fp8 attention token in
+    # one layer: 2 × 2 × 256 B; so 2096-token blocks, 10 attention + 30 state layers in 4 groups of 10.
+    assert req.spec.state_bytes_per_layer(1) == 3 * 8192 * 2 + 32 * 128 * 128 * 4
+    assert (pool.block_size, pool.group_size, pool.attention_groups, pool.state_groups) == (2096, 10, 1, 3)
+    assert pool.blocks_per_request(131072) == 63 + 3 * 2
+    logged_pool = 5.98 * GIB
+    assert pool.num_blocks(logged_pool) == 299
+    assert pool.tokens(logged_pool, 131072, (0, 24, 0)) == 567978
+    assert round(pool.concurrency(logged_pool, 131072), 2) == 4.33
+
+
+def test_hybrid_kv_need_is_a_fraction_of_full_attention() -> None:
+    req = _qwen36_request()
+    est = vllm.plan(req, req.spec)
+    # 70 blocks of 10 × 2 MiB pages: about 1.4 GiB for one 131072-token sequence (all 40 layers: ~5 GiB at fp8).
+    assert 1.2 <= est.kv_cache_mib / 1024 <= 1.6
+    assert any("hybrid" in n for n in est.notes)
+
+
+def test_group_size_follows_vllm() -> None:
+    assert hybrid.group_size(10, 30) == 10
+    assert hybrid.group_size(4, 27) == 4  # Nemotron-H 9B: 4 attention, 27 Mamba → 7 padded state groups
+    assert hybrid.group_size(12, 13) == 13  # within 1.5×: the larger, padded
+    assert hybrid.group_size(0, 64) == 64
+
+
+def test_printed_tokens_before_021_are_blocks_per_group() -> None:
+    pool = hybrid.HybridPool(block_size=2096, page_bytes=2146304, group_size=10, attention_groups=1, state_groups=3)
+    assert pool.tokens(299 * pool.bytes_per_block, 131072, (0, 13, 0)) == 299 // 4 * 2096
+
+
+@pytest.mark.parametrize("algo, expected", [("NVFP4", "nvfp4"), ("W4A16_NVFP4", "nvfp4"), ("FP8", "fp8"),
+                                            ("MIXED_PRECISION", "nvfp4"), ("FP8_PB_WO", "fp8"), ("INT4_AWQ", None)])
+def test_modelopt_quant_algo(algo: str, expected: str | None) -> None:
+    assert modelopt_precision(algo) == expected
+
+
+def test_quantization_modelopt_reads_the_checkpoint() -> None:
+    base = CAT.get("qwen3.6-35b-a3b")
+    assert base is not None
+    entry = {f: getattr(base, f) for f in ("name", "params", "layers", "hidden_size", "heads", "kv_heads",
+                                            "head_dim", "vocab_size", "context")}
+    nvfp4 = spec_from_mapping({**entry, "dtype": "nvfp4", "quant_algo": "NVFP4"})
+    fp8 = spec_from_mapping({**entry, "dtype": "fp8", "quant_algo": "FP8"})
+    flag = [("modelopt", "arg --quantization")]
+    assert resolve_precision(flag, nvfp4, "inference", "vllm")[0] == "nvfp4"
+    assert resolve_precision(flag, fp8, "inference", "vllm")[0] == "fp8"
+    # Nothing says which: ModelOpt's FP8 (vLLM's `modelopt` method itself).
+    assert resolve_precision(flag, base, "inference", "vllm")[0] == "fp8"
+    # A model id naming its quantization says more than the format flag.
+    assert resolve_precision([*flag, ("nvfp4", "model id")], base, "inference", "vllm") == ("nvfp4", "model id")
+    # modelopt_fp4 names NVFP4 itself.
+    assert resolve_precision([("modelopt_fp4", "arg --quantization")], base, "inference", "vllm")[0] == "nvfp4"

@@ -42,12 +42,13 @@ ENGINES = {"vllm": "vllm", "sglang": "sglang", "tgi": "tgi", "llama.cpp": "llama
            "ollama": "ollama", "trtllm": "trtllm"}
 # Published figures below these are rounding noise as a share (a 0.2 GiB KV pool, 100 tokens).
 FLOOR = {"weights": 0.25, "kv_gib": 0.5, "kv_tokens": 2048, "concurrency": 0.2, "activation": 0.2,
-         "non_torch": 0.05, "non_kv": 0.5, "compute": 0.05, "kv_token_bytes": 1.0}
+         "non_torch": 0.05, "non_kv": 0.5, "compute": 0.05, "kv_token_bytes": 1.0, "pool_tokens": 2048}
 COMPONENTS = ("weights", "kv_gib", "kv_tokens", "concurrency", "activation", "non_torch", "non_kv", "compute",
-              "kv_token_bytes")
+              "kv_token_bytes", "pool_tokens")
 LABELS = {"weights": "weights per GPU", "kv_gib": "KV pool GiB", "kv_tokens": "KV pool tokens",
           "concurrency": "max concurrency", "activation": "activation peak", "non_torch": "non-torch",
-          "non_kv": "all but the KV pool", "compute": "compute buffer GiB", "kv_token_bytes": "KV bytes per token"}
+          "non_kv": "all but the KV pool", "compute": "compute buffer GiB", "kv_token_bytes": "KV bytes per token",
+          "pool_tokens": "tokens in the logged pool"}
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,10 @@ def residuals(case: Case) -> list[Residual]:
         out.append(("concurrency", _float(rep.get("max_concurrency")), concurrency))
         non_kv = case.total_gib * case.utilization - pool_gib
         logged_kv = _float(rep.get("kv_cache_gib"))
+        if logged_kv is not None and case.spec.hybrid:
+            # The page arithmetic alone: the tokens vramgate says the logged pool holds (hybrid block geometry).
+            at_pool, _ = vllm_engine.pool_capacity(case.request, case.spec, logged_kv * 1024)
+            out.append(("pool_tokens", logged_tokens, float(at_pool)))
         logged_non_kv = case.total_gib * case.utilization - logged_kv if logged_kv is not None else None
         out.append(("non_kv", logged_non_kv, non_kv))
     activation = est.activations_mib / g / 1024

@@ -705,19 +705,28 @@ def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, 
     pool_mib = gpu_total_mib * utilization - non_kv
     if req.kv_cache_bytes is not None:
         pool_mib = req.kv_cache_bytes / MIB
+    tokens, concurrency = pool_capacity(req, spec, pool_mib, est)
+    return pool_mib / 1024, tokens, concurrency
+
+
+def pool_capacity(req: EstimateRequest, spec: ModelSpec | None, pool_mib: float,
+                  est: Estimate | None = None) -> tuple[int, float]:
+    """What a KV pool of ``pool_mib`` on one GPU holds: (the tokens vLLM prints, concurrency at ``req.context``)."""
+    g = max(req.gpus, 1)
     pp = max(req.pipeline, 1)
+    pool_bytes = max(0.0, pool_mib) * MIB
     v1 = is_v1(req.engine_version, "0" if req.legacy_engine else None)
     pool = hybrid_pool(req, spec, max(1, g // pp)) if v1 else None
     if pool is not None:
-        pool_bytes = max(0.0, pool_mib) * MIB
-        return (pool_mib / 1024, pool.tokens(pool_bytes, req.context, req.engine_version or NEWEST),
-                pool.concurrency(pool_bytes, req.context))
+        return pool.tokens(pool_bytes, req.context, req.engine_version or NEWEST), pool.concurrency(pool_bytes,
+                                                                                                    req.context)
+    est = est or plan(req.but(batch=1), spec)
     _, kv_shards = kv_geometry(req, spec, max(1, g // pp))
     per_token_per_gpu = est.kv_bytes_per_token / kv_shards / pp
-    tokens = int(max(0.0, pool_mib) * MIB / per_token_per_gpu) if per_token_per_gpu else 0
+    tokens = int(pool_bytes / per_token_per_gpu) if per_token_per_gpu else 0
     seq_bytes_per_gpu = est.kv_cache_mib / g * MIB
-    concurrency = max(0.0, pool_mib) * MIB / seq_bytes_per_gpu if seq_bytes_per_gpu else 0.0
-    return pool_mib / 1024, tokens, concurrency
+    concurrency = pool_bytes / seq_bytes_per_gpu if seq_bytes_per_gpu else 0.0
+    return tokens, concurrency
 
 
 def _layout(s: Settings, p: ParallelRead, int_setting: IntSetting) -> Layout:

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from webhook.engines import estimate
+from webhook.engines import hybrid as hybrid_engine
 from webhook.engines import ollama as ollama_engine
 from webhook.engines import sglang as sglang_engine
 from webhook.engines import tgi as tgi_engine
@@ -283,9 +284,11 @@ def residuals(case: Case) -> list[Residual]:
                                              g // max(case.request.pipeline, 1)) / 1024
         out.append(("non_torch", _float(rep.get("non_torch_gib")), nt))
     if case.engine == "sglang" and case.total_gib:
-        tokens = (case.total_gib * case.utilization * GIB - (est.per_gpu_mib * 2**20 - est.kv_cache_mib / g * 2**20))
+        rest = (case.total_gib * case.utilization * GIB - (est.per_gpu_mib * 2**20 - est.kv_cache_mib / g * 2**20))
+        if case.spec.hybrid:  # the state pool takes its --mamba-full-memory-ratio share first
+            rest = hybrid_engine.sglang_pools(rest, case.spec.state_bytes_per_sequence(g))[1]
         out.append(("kv_tokens", _float(rep.get("kv_cache_tokens")),
-                    max(0.0, tokens) / _kv_per_token_per_gpu(est, case.spec, g)))
+                    max(0.0, rest) / _kv_per_token_per_gpu(est, case.spec, g)))
     if case.engine == "tgi" and case.total_gib:
         tokens = tgi_engine.pool_tokens(est, _kv_per_token_per_gpu(est, case.spec, g), case.total_gib * 1024,
                                         case.utilization)

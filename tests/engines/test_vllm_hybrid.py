@@ -95,3 +95,12 @@ def test_quantization_modelopt_reads_the_checkpoint() -> None:
     assert resolve_precision([*flag, ("nvfp4", "model id")], base, "inference", "vllm") == ("nvfp4", "model id")
     # modelopt_fp4 names NVFP4 itself.
     assert resolve_precision([("modelopt_fp4", "arg --quantization")], base, "inference", "vllm")[0] == "nvfp4"
+
+
+def test_sglang_splits_the_rest_by_its_mamba_ratio() -> None:
+    # 19 GiB left, 100 MiB of state per request: 9 GiB to states (r / (1 + r) at 0.9), the rest to KV.
+    states, kv = hybrid.sglang_pools(19 * GIB, 100 * 2**20)
+    assert states == int((19 * GIB * 0.9 / 1.9 - 100 * 2**20) // (100 * 2**20))
+    assert kv == 19 * GIB - (states + 1) * 100 * 2**20
+    assert hybrid.sglang_pools(19 * GIB, 100 * 2**20, max_states=8) == (8, 19 * GIB - 9 * 100 * 2**20)
+    assert hybrid.sglang_pools(GIB, 0) == (0, GIB)

@@ -116,3 +116,23 @@ def pool_of(spec: ModelSpec, attention_page_per_token: float, tp: int, pp: int =
         attention_groups=math.ceil(attention / size) if attention else 0,
         state_groups=math.ceil(states / size) if states else 0,
     )
+
+
+# SGLang (sglang==0.5.23 srt/mem_cache/kv_cache_configurator.py ``_handle_max_mamba_cache``): unless
+# --max-mamba-cache-size is given (or the radix cache is off and --max-running-requests caps it), the memory
+# left after the weights is split between the state pool and the KV pool by --mamba-full-memory-ratio
+# (srt/arg_groups/fields/schedule.py: fallback 0.9): mamba budget = rest × r / (1 + r), and
+# max_mamba_cache_size = (budget − per_req) // per_req states, each pool keeping one padding slot.
+SGLANG_MAMBA_RATIO = 0.9
+
+
+def sglang_pools(rest_bytes: float, state_bytes_per_request: float, ratio: float = SGLANG_MAMBA_RATIO,
+                 max_states: int | None = None) -> tuple[int, float]:
+    """SGLang's split of a hybrid's memory: (max_mamba_cache_size, bytes left for the KV pool)."""
+    if state_bytes_per_request <= 0:
+        return 0, max(0.0, rest_bytes)
+    if max_states is None:
+        budget = rest_bytes * ratio / (1 + ratio)
+        max_states = int((budget - state_bytes_per_request) // state_bytes_per_request)
+    states = max(0, max_states)
+    return states, max(0.0, rest_bytes - (states + 1) * state_bytes_per_request)

@@ -344,6 +344,9 @@ def estimate(req: EstimateRequest) -> Estimate:
         # an MLA latent is replicated on every rank.
         kv_shards = 1 if shape.mla else max(1, min(g, shape.kv_heads))
         kv = kv / kv_shards * g
+        if req.spec is not None and req.spec.hybrid:
+            # Hybrids: one fixed-size recurrent state per sequence in each state layer, whatever the context.
+            kv += req.spec.state_bytes_per_sequence(1) * req.batch
         chunk = min(PREFILL_CHUNK_TOKENS, req.context * req.batch)
         act_per_gpu = INFERENCE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * chunk * shape.hidden_size / g
         overhead_per_gpu = CUDA_CONTEXT_MIB * MIB + act_per_gpu

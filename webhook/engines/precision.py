@@ -31,8 +31,11 @@ def resolve_precision(candidates: Iterable[Candidate], spec: ModelSpec | None, w
     listed = list(candidates)
     ordered = [c for c in listed if not _is_format(c[0])] + [c for c in listed if _is_format(c[0])]
     for value, source in ordered:
-        if value and value.strip().lower() == MODELOPT and (algo := checkpoint_modelopt(spec)) is not None:
-            return algo, f"{source} (the checkpoint's quant_algo {spec.quant_algo or spec.dtype if spec else ''})"
+        if value and value.strip().lower() == MODELOPT:
+            if (algo := checkpoint_modelopt(spec)) is not None and spec is not None:
+                return algo, f"{source} (the checkpoint's quant_algo {spec.quant_algo or spec.dtype})"
+            # vLLM's own `modelopt` method is ModelOpt FP8; an NVFP4 checkpoint would need about half.
+            return "fp8", f"{source} (modelopt: FP8 assumed, the checkpoint's quant_algo is not known)"
         if value and (precision := canonical(value)) is not None:
             return precision, source
     if engine == ollama.NAME:

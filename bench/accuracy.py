@@ -11,6 +11,7 @@ predicted against logged per component (needs matplotlib: ``pip install -e '.[be
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -182,6 +183,8 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     )
     if slots:
         req = req.but(slots=slots)
+    if engine == "vllm" and (drafted := vllm_engine.speculative(json.dumps(config.get("speculative_config")), spec)):
+        req = req.but(speculative_tokens=drafted[0], draft_attention_layers=drafted[1])
     if engine == "llama.cpp":
         req = _llamacpp_request(req, config)
     if engine == "tgi":

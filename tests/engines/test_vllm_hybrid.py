@@ -104,3 +104,26 @@ def test_sglang_splits_the_rest_by_its_mamba_ratio() -> None:
     assert kv == 19 * GIB - (states + 1) * 100 * 2**20
     assert hybrid.sglang_pools(19 * GIB, 100 * 2**20, max_states=8) == (8, 19 * GIB - 9 * 100 * 2**20)
     assert hybrid.sglang_pools(GIB, 0) == (0, GIB)
+
+
+def test_mtp_speculative_decoding_widens_states_and_adds_the_mtp_attention_layer() -> None:
+    # noonghunna/club-3090#295: Qwen3.6-27B AutoRound on 2 × RTX 3090 (TP 2), fp8_e5m2 KV, prefix caching,
+    # speculative_config {'method': 'mtp', 'num_speculative_tokens': 3}: "Add 3 padding layers",
+    # "GPU KV cache size: 620,944 tokens", "Maximum concurrency for 262,144 tokens per request: 2.37x".
+    spec = CAT.get("Qwen/Qwen3.6-27B")
+    assert spec is not None
+    drafted = vllm.speculative("{'method': 'mtp', 'num_speculative_tokens': 3}", spec)
+    assert drafted == (3, 1)
+    req = EstimateRequest(params=spec.params, precision="int4", spec=spec, context=262144, gpus=2, engine="vllm",
+                          engine_version=(0, 22, 0), kv_cache_dtype="fp8_e5m2", speculative_tokens=3,
+                          draft_attention_layers=1)
+    pool = vllm.hybrid_pool(req, spec, tp=2)
+    assert pool is not None
+    # 17 attention layers (16 + the MTP layer) and 48 GDN: groups of 17, 3 state groups (51: 3 padding layers);
+    # a request: cdiv(262144, 1600) attention blocks + 3 × (2 + 3) state blocks.
+    assert (pool.block_size, pool.group_size, pool.attention_groups, pool.state_groups) == (1600, 17, 1, 3)
+    assert pool.blocks_per_request(262144) == 164 + 15
+    # 2.37x × 179 blocks ≈ 424 blocks in the pool; vLLM prints int(424 / 179 × 262144).
+    assert pool.tokens(424 * pool.bytes_per_block, 262144, (0, 22, 0)) == 620944
+    assert vllm.speculative('{"method": "ngram", "num_speculative_tokens": 4}', spec) == (4, 0)
+    assert vllm.speculative("not json", spec) is None

@@ -92,17 +92,21 @@ def group_size(attention_layers: int, state_layers: int) -> int:
     return large if large < small * 1.5 else small
 
 
-def pool_of(spec: ModelSpec, attention_page_per_token: float, tp: int, pp: int = 1) -> HybridPool | None:
+def pool_of(spec: ModelSpec, attention_page_per_token: float, tp: int, pp: int = 1, draft_tokens: int = 0,
+            draft_attention_layers: int = 0) -> HybridPool | None:
     """The block geometry of ``spec`` on one of ``tp`` × ``pp`` ranks; None when it is not a hybrid.
 
     ``attention_page_per_token``: one token's K and V in one attention layer on this rank, in bytes.
+    Speculative decoding with ``draft_tokens`` keeps that many more state blocks per state group
+    (``MambaSpec.num_speculative_blocks``) and widens the conv state; MTP layers add attention layers to the
+    pool (their KV cache is grouped with the model's: "Add 3 padding layers" for 17 attention and 48 GDN layers).
     """
     if not spec.hybrid:
         return None
     stages = max(pp, 1)
-    attention = math.ceil(spec.cache_layers / stages)
+    attention = math.ceil((spec.cache_layers + max(draft_attention_layers, 0)) / stages)
     states = math.ceil((spec.state_layers or 0) / stages)
-    state_page = spec.state_bytes_per_layer(tp)
+    state_page = spec.state_bytes_per_layer(tp, draft_tokens)
     align = MLA_KERNEL_BLOCK if spec.mla else KERNEL_BLOCK
     per_token = int(attention_page_per_token)
     if attention and per_token > 0:
@@ -115,6 +119,7 @@ def pool_of(spec: ModelSpec, attention_page_per_token: float, tp: int, pp: int =
         block_size=block, page_bytes=page, group_size=size,
         attention_groups=math.ceil(attention / size) if attention else 0,
         state_groups=math.ceil(states / size) if states else 0,
+        state_blocks=STATE_BLOCKS_PREFIX_CACHING + max(draft_tokens, 0),
     )
 
 

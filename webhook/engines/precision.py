@@ -17,7 +17,7 @@ Candidate = tuple[str | None, str]
 # ``--quantization modelopt`` is one too: vLLM serves what the checkpoint's quant_algo says, whatever the flag
 # (vllm==0.33.0 model_executor/layers/quantization/modelopt.py ``override_quantization_method``: FP8 ->
 # modelopt, NVFP4/FP4 -> modelopt_fp4, MIXED_PRECISION -> modelopt_mixed).
-FORMATS = frozenset({"compressed-tensors", "compressed_tensors", "modelopt"})
+FORMATS = frozenset({"compressed-tensors", "compressed_tensors", "modelopt", "auto_round", "auto-round", "autoround"})
 MODELOPT = "modelopt"
 
 

@@ -97,6 +97,7 @@ SETTINGS: Mapping[str, Setting] = {
     "use_v1": Setting((), ("VLLM_USE_V1",)),
     "flashinfer_sampler": Setting((), ("VLLM_USE_FLASHINFER_SAMPLER",)),
     "mla_disable": Setting((), ("VLLM_MLA_DISABLE",)),
+    "speculative_config": Setting(("--speculative-config",)),
 }
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm`) takes vLLM's engine args.
 _MODULES = ("vllm.entrypoints", "dynamo.vllm")
@@ -442,10 +443,13 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     if spec is not None and spec.mla and layout.bytes_per_token_layer:
         notes.append(_mla_note(req, spec, layout.bytes_per_token_layer / value_bytes))
     if pool is not None and spec is not None:
-        state_mib = spec.state_bytes_per_layer(tp) / MIB
+        state_mib = spec.state_bytes_per_layer(tp, req.speculative_tokens) / MIB
+        drafts = (f"; {req.speculative_tokens} draft tokens: {pool.state_blocks} state blocks a request"
+                  + (f", {req.draft_attention_layers} MTP attention layer(s)" if req.draft_attention_layers else "")
+                  if req.speculative_tokens else "")
         notes.append(f"hybrid: KV in {spec.cache_layers} attention layers, a {state_mib:.2f} MiB recurrent state "
                      f"per sequence in each of {spec.state_layers}; attention block {pool.block_size} tokens, "
-                     f"{pool.groups} groups of {pool.group_size} layers")
+                     f"{pool.groups} groups of {pool.group_size} layers{drafts}")
     if vision:
         notes.append(f"vision encoder profiled: {vision / MIB / 1024:.1f} GiB peak per GPU, before the LLM's")
     overhead = nt_mid * MIB + (graphs if graphs_counted else 0.0)
@@ -689,7 +693,8 @@ def hybrid_pool(req: EstimateRequest, spec: ModelSpec | None, tp: int) -> hybrid
     if spec is None or not spec.hybrid or (req.engine_version or NEWEST) < HYBRID_SINCE:
         return None
     layout, kv_shards = kv_geometry(req, spec, tp)
-    return hybrid.pool_of(spec, layout.bytes_per_token_layer / kv_shards, tp, max(req.pipeline, 1))
+    return hybrid.pool_of(spec, layout.bytes_per_token_layer / kv_shards, tp, max(req.pipeline, 1),
+                          req.speculative_tokens, req.draft_attention_layers)
 
 
 # V1 sizes Mamba / linear-attention state in the KV pool from 0.9.2 (docs/engine-sources-vllm.md §5).
@@ -750,7 +755,40 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
         changes["flashinfer_sampler"] = sampler
     if mla_disabled(s.value("mla_disable")):
         changes["mla_disabled"] = True
+    drafted = speculative(s.value("speculative_config"), req.spec)
+    if drafted is not None:
+        changes["speculative_tokens"], changes["draft_attention_layers"] = drafted
     return changes
+
+
+# --speculative-config methods that run the checkpoint's own MTP layers (vllm==0.33.0 config/speculative.py
+# maps the model-specific names, e.g. qwen3_next_mtp, to "mtp").
+MTP_METHODS = frozenset({"mtp", "qwen3_next_mtp", "qwen3_5_mtp", "deepseek_mtp", "glm4_moe_mtp", "ernie_mtp"})
+
+
+def speculative(text: str | None, spec: ModelSpec | None) -> tuple[int, int] | None:
+    """(draft tokens, attention layers added to the pool) from ``--speculative-config``; None when unreadable.
+
+    The value is JSON (``{"method": "mtp", "num_speculative_tokens": 3}``); a Python dict repr as logs print it
+    is read too. Only a checkpoint's own MTP layers join the KV pool (a separate draft model keeps its own).
+    """
+    if not text:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError:
+        try:
+            config = json.loads(text.replace("'", '"'))
+        except ValueError:
+            return None
+    if not isinstance(config, dict):
+        return None
+    tokens = config.get("num_speculative_tokens")
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0:
+        return None
+    method = str(config.get("method") or "").lower()
+    layers = (spec.mtp_layers or 0) if spec is not None and method in MTP_METHODS else 0
+    return tokens, layers
 
 
 def _give_gpus(command: list[str], gpus: int, nodes: int) -> list[str] | None:

@@ -78,6 +78,10 @@ class ModelSpec:
     conv_state: int | None = None
     ssm_state: int | None = None
     ssm_dtype: str | None = None
+    conv_kernel: int = 4  # the state layers' conv kernel: conv_state keeps kernel − 1 positions (+ draft tokens)
+    # Multi-token-prediction layers the checkpoint carries (mtp_num_hidden_layers): vLLM builds them, with their
+    # attention's KV cache, only when speculative decoding uses them (--speculative-config method mtp).
+    mtp_layers: int | None = None
     # A ModelOpt checkpoint's ``quant_algo`` (hf_quant_config.json / quantization_config): FP8, NVFP4,
     # MIXED_PRECISION. vLLM's ``--quantization modelopt`` serves whatever it says (modelopt.py
     # ``override_quantization_method``), so it decides the weights' bytes, not the flag.
@@ -200,17 +204,21 @@ class ModelSpec:
         """Whether some layers keep a fixed-size recurrent state instead of (or beside) a per-token KV cache."""
         return bool(self.state_layers) and bool(self.conv_state or self.ssm_state)
 
-    def state_bytes_per_layer(self, tp: int = 1) -> int:
+    def state_bytes_per_layer(self, tp: int = 1, draft_tokens: int = 0) -> int:
         """Bytes of one sequence's recurrent state in one state layer on one of ``tp`` ranks (vLLM MambaSpec).
 
         ``page_size_bytes`` = Σ prod(shape) × dtype size over (conv, ssm) (vllm==0.33.0 v1/kv_cache_interface.py
         MambaSpec); conv in the model's 16-bit dtype (``mamba_cache_dtype`` auto), the ssm state in ``ssm_dtype``.
+        Speculative decoding widens the conv state by its draft tokens (``conv_kernel − 1 + num_spec`` rows,
+        mamba_utils.py ``gated_delta_net_state_shape`` / ``mamba2_state_shape``).
         """
         if not self.hybrid:
             return 0
         ssm_bytes = 4 if self.ssm_dtype == "fp32" else 2
         ranks = max(tp, 1)
-        return (self.conv_state or 0) // ranks * 2 + (self.ssm_state or 0) // ranks * ssm_bytes
+        rows = max(self.conv_kernel - 1, 1)
+        conv = (self.conv_state or 0) * (rows + max(draft_tokens, 0)) // rows
+        return conv // ranks * 2 + (self.ssm_state or 0) // ranks * ssm_bytes
 
     def state_bytes_per_sequence(self, tp: int = 1) -> int:
         """Recurrent-state bytes one sequence keeps over every state layer on one rank."""
@@ -369,7 +377,7 @@ _GGUF_QUANT = re.compile(r"(?:^|[-_.])(i?q[1-8]_(?:k_[sml]|k|[01]|xxs|xs|s|m|nl)
 # Trailing tokens that name a packaging of the weights, not another model, and what each says.
 _TOKEN = re.compile(
     r"[-_.](awq|gptq|int4|int8|fp8|dynamic|static|w4a16|w8a8|w8a16|w4a8|quantized|bnb|4bit|8bit|gguf|"
-    r"exl2|mlx|hf|unsloth|marlin|nf4|nvfp4|ov|onnx)$",
+    r"exl2|mlx|hf|unsloth|marlin|nf4|nvfp4|ov|onnx|autoround|auto-round)$",
     re.IGNORECASE,
 )
 _ORG_HOW = {

@@ -135,6 +135,10 @@ class EstimateRequest:
     attention_split: int = 0
     kv_split: int = 1  # ranks that share one sequence's KV (vLLM/SGLang decode context parallel)
     redundant_experts: int = 0  # extra expert slots spread with the experts (vLLM EPLB)
+    # Speculative decoding (vLLM --speculative-config): tokens drafted per step, and the attention layers the
+    # drafter adds to the KV pool (a checkpoint's own MTP layers; 0 for a separate draft model or n-gram).
+    speculative_tokens: int = 0
+    draft_attention_layers: int = 0
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions).

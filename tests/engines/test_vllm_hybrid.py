@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from webhook.cli.main import main
+from webhook.config import Config
+from webhook.decide.demand import read_demand
 from webhook.engines import hybrid, vllm
 from webhook.engines.precision import modelopt_precision, resolve_precision
+from webhook.kinds import pod_view
 from webhook.models.catalog import builtin_catalog, spec_from_mapping
 from webhook.models.vram import EstimateRequest
 
@@ -127,3 +131,22 @@ def test_mtp_speculative_decoding_widens_states_and_adds_the_mtp_attention_layer
     assert pool.tokens(424 * pool.bytes_per_block, 262144, (0, 22, 0)) == 620944
     assert vllm.speculative('{"method": "ngram", "num_speculative_tokens": 4}', spec) == (4, 0)
     assert vllm.speculative("not json", spec) is None
+
+
+def test_without_prefix_caching_a_request_keeps_one_state_block() -> None:
+    req = _qwen36_request()
+    on = vllm.hybrid_pool(req, req.spec, tp=1)
+    off = vllm.hybrid_pool(req.but(prefix_caching=False), req.spec, tp=1)
+    assert on is not None and off is not None
+    assert (on.state_blocks, off.state_blocks) == (2, 1)
+    # The flag as a manifest writes it reaches the request admission prices.
+    text = (HERE / "qwen36-35b-a3b-nvfp4-rtx5090.yaml").read_text()
+    view = pod_view(yaml.safe_load(text.replace('"--enable-prefix-caching"', '"--no-enable-prefix-caching"')))
+    assert view is not None
+    demand = read_demand(view, Config(), CAT)
+    assert demand is not None and demand.estimate is not None
+    assert demand.estimate.request.prefix_caching is False
+    view = pod_view(yaml.safe_load(text))
+    assert view is not None
+    demand = read_demand(view, Config(), CAT)
+    assert demand is not None and demand.estimate is not None and demand.estimate.request.prefix_caching is True

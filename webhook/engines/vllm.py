@@ -98,6 +98,7 @@ SETTINGS: Mapping[str, Setting] = {
     "flashinfer_sampler": Setting((), ("VLLM_USE_FLASHINFER_SAMPLER",)),
     "mla_disable": Setting((), ("VLLM_MLA_DISABLE",)),
     "speculative_config": Setting(("--speculative-config",)),
+    "no_prefix_caching": Setting(("--no-enable-prefix-caching",)),
 }
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm`) takes vLLM's engine args.
 _MODULES = ("vllm.entrypoints", "dynamo.vllm")
@@ -693,8 +694,12 @@ def hybrid_pool(req: EstimateRequest, spec: ModelSpec | None, tp: int) -> hybrid
     if spec is None or not spec.hybrid or (req.engine_version or NEWEST) < HYBRID_SINCE:
         return None
     layout, kv_shards = kv_geometry(req, spec, tp)
-    return hybrid.pool_of(spec, layout.bytes_per_token_layer / kv_shards, tp, max(req.pipeline, 1),
+    pool = hybrid.pool_of(spec, layout.bytes_per_token_layer / kv_shards, tp, max(req.pipeline, 1),
                           req.speculative_tokens, req.draft_attention_layers)
+    if pool is not None and not req.prefix_caching:
+        # Mamba cache mode "none": the running state only (MambaSpec.max_memory_usage_bytes).
+        pool = replace(pool, state_blocks=pool.state_blocks - 1)
+    return pool
 
 
 # V1 sizes Mamba / linear-attention state in the KV pool from 0.9.2 (docs/engine-sources-vllm.md §5).
@@ -755,6 +760,8 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
         changes["flashinfer_sampler"] = sampler
     if mla_disabled(s.value("mla_disable")):
         changes["mla_disabled"] = True
+    if s.flag("no_prefix_caching"):
+        changes["prefix_caching"] = False
     drafted = speculative(s.value("speculative_config"), req.spec)
     if drafted is not None:
         changes["speculative_tokens"], changes["draft_attention_layers"] = drafted

@@ -139,6 +139,7 @@ class EstimateRequest:
     # drafter adds to the KV pool (a checkpoint's own MTP layers; 0 for a separate draft model or n-gram).
     speculative_tokens: int = 0
     draft_attention_layers: int = 0
+    prefix_caching: bool = True  # vLLM --no-enable-prefix-caching: hybrids keep one state block, not two
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions).

@@ -150,3 +150,16 @@ def test_without_prefix_caching_a_request_keeps_one_state_block() -> None:
     assert view is not None
     demand = read_demand(view, Config(), CAT)
     assert demand is not None and demand.estimate is not None and demand.estimate.request.prefix_caching is True
+
+
+def test_mtp_layers_add_weights_above_the_low_end() -> None:
+    req = _qwen36_request()
+    plain = vllm.plan(req, req.spec)
+    mtp = vllm.plan(req.but(speculative_tokens=3, draft_attention_layers=1), req.spec)
+    layer_gib = (mtp.weights_mib - plain.weights_mib) / 1024
+    # One of 40 decoder layers of ~33.6B non-embedding parameters at NVFP4's 4.5 bits: ~0.44 GiB.
+    assert 0.3 <= layer_gib <= 0.6
+    # The low end grows by the pool's need only (wider states, 5 state blocks, the MTP layer's KV), not the layer.
+    kv_growth = mtp.kv_cache_mib - plain.kv_cache_mib
+    assert kv_growth > 0
+    assert abs((mtp.low_per_gpu_mib - plain.low_per_gpu_mib) - kv_growth) < 2

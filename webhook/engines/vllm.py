@@ -479,7 +479,21 @@ def _weights_band(req: EstimateRequest, spec: ModelSpec | None, version: Version
         return max(0.0, lo - offload), max(0.0, mid - offload), max(0.0, hi - offload)
     total = weights_bytes(req.params, req.precision, shape_of(spec, req.params), spec)
     per_gpu = max(0.0, weights_per_gpu_of(req, total, spec) - offload)
-    return per_gpu, per_gpu, per_gpu
+    mtp = _mtp_weights(req, spec, total)
+    # The MTP layers load only with MTP speculative decoding; the low end leaves them out (a checkpoint may
+    # quantize them or not: nvidia's Qwen3.6 NVFP4 keeps its MTP head in bf16).
+    return per_gpu, per_gpu + mtp, per_gpu + mtp
+
+
+def _mtp_weights(req: EstimateRequest, spec: ModelSpec | None, total: float) -> float:
+    """Bytes per GPU of the MTP layers vLLM builds for ``--speculative-config`` method mtp: one decoder layer's
+    share of the checkpoint's bytes each (embeddings and the head are shared with the model)."""
+    if spec is None or not req.draft_attention_layers or spec.layers <= 0 or not req.params:
+        return 0.0
+    towers = float((spec.vision_params or 0) + (spec.audio_params or 0))
+    per_param = total / req.params
+    layer = max(0.0, req.params - spec.embedding_params - towers) / spec.layers * per_param
+    return req.draft_attention_layers * layer / max(req.gpus, 1)
 
 
 def _offloaded(req: EstimateRequest, spec: ModelSpec | None, version: Version, per_gpu: float) -> float:

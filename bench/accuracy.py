@@ -11,6 +11,7 @@ predicted against logged per component (needs matplotlib: ``pip install -e '.[be
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 from webhook.engines import estimate
+from webhook.engines import hybrid as hybrid_engine
 from webhook.engines import ollama as ollama_engine
 from webhook.engines import sglang as sglang_engine
 from webhook.engines import tgi as tgi_engine
@@ -42,12 +44,13 @@ ENGINES = {"vllm": "vllm", "sglang": "sglang", "tgi": "tgi", "llama.cpp": "llama
            "ollama": "ollama", "trtllm": "trtllm"}
 # Published figures below these are rounding noise as a share (a 0.2 GiB KV pool, 100 tokens).
 FLOOR = {"weights": 0.25, "kv_gib": 0.5, "kv_tokens": 2048, "concurrency": 0.2, "activation": 0.2,
-         "non_torch": 0.05, "non_kv": 0.5, "compute": 0.05, "kv_token_bytes": 1.0}
+         "non_torch": 0.05, "non_kv": 0.5, "compute": 0.05, "kv_token_bytes": 1.0, "pool_tokens": 2048}
 COMPONENTS = ("weights", "kv_gib", "kv_tokens", "concurrency", "activation", "non_torch", "non_kv", "compute",
-              "kv_token_bytes")
+              "kv_token_bytes", "pool_tokens")
 LABELS = {"weights": "weights per GPU", "kv_gib": "KV pool GiB", "kv_tokens": "KV pool tokens",
           "concurrency": "max concurrency", "activation": "activation peak", "non_torch": "non-torch",
-          "non_kv": "all but the KV pool", "compute": "compute buffer GiB", "kv_token_bytes": "KV bytes per token"}
+          "non_kv": "all but the KV pool", "compute": "compute buffer GiB", "kv_token_bytes": "KV bytes per token",
+          "pool_tokens": "tokens in the logged pool"}
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,10 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     )
     if slots:
         req = req.but(slots=slots)
+    if engine == "vllm" and config.get("enable_prefix_caching") is False:
+        req = req.but(prefix_caching=False)
+    if engine == "vllm" and (drafted := vllm_engine.speculative(json.dumps(config.get("speculative_config")), spec)):
+        req = req.but(speculative_tokens=drafted[0], draft_attention_layers=drafted[1])
     if engine == "llama.cpp":
         req = _llamacpp_request(req, config)
     if engine == "tgi":
@@ -263,6 +270,10 @@ def residuals(case: Case) -> list[Residual]:
         out.append(("concurrency", _float(rep.get("max_concurrency")), concurrency))
         non_kv = case.total_gib * case.utilization - pool_gib
         logged_kv = _float(rep.get("kv_cache_gib"))
+        if logged_kv is not None and case.spec.hybrid:
+            # The page arithmetic alone: the tokens vramgate says the logged pool holds (hybrid block geometry).
+            at_pool, _ = vllm_engine.pool_capacity(case.request, case.spec, logged_kv * 1024)
+            out.append(("pool_tokens", logged_tokens, float(at_pool)))
         logged_non_kv = case.total_gib * case.utilization - logged_kv if logged_kv is not None else None
         out.append(("non_kv", logged_non_kv, non_kv))
     activation = est.activations_mib / g / 1024
@@ -278,9 +289,11 @@ def residuals(case: Case) -> list[Residual]:
                                              g // max(case.request.pipeline, 1)) / 1024
         out.append(("non_torch", _float(rep.get("non_torch_gib")), nt))
     if case.engine == "sglang" and case.total_gib:
-        tokens = (case.total_gib * case.utilization * GIB - (est.per_gpu_mib * 2**20 - est.kv_cache_mib / g * 2**20))
+        rest = (case.total_gib * case.utilization * GIB - (est.per_gpu_mib * 2**20 - est.kv_cache_mib / g * 2**20))
+        if case.spec.hybrid:  # the state pool takes its --mamba-full-memory-ratio share first
+            rest = hybrid_engine.sglang_pools(rest, case.spec.state_bytes_per_sequence(g))[1]
         out.append(("kv_tokens", _float(rep.get("kv_cache_tokens")),
-                    max(0.0, tokens) / _kv_per_token_per_gpu(est, case.spec, g)))
+                    max(0.0, rest) / _kv_per_token_per_gpu(est, case.spec, g)))
     if case.engine == "tgi" and case.total_gib:
         tokens = tgi_engine.pool_tokens(est, _kv_per_token_per_gpu(est, case.spec, g), case.total_gib * 1024,
                                         case.utilization)

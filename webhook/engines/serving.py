@@ -43,6 +43,9 @@ def plan(req: EstimateRequest, spec: ModelSpec | None, costs: Costs, tokens: int
     kv = layout.bytes_for(req.context, compact=costs.compact_windows) * req.slots * req.batch * costs.gpu_share
     kv_shards = 1 if shape.mla else max(1, min(g, shape.kv_heads))
     kv_per_gpu = kv / kv_shards / max(req.kv_split, 1)
+    if spec is not None and spec.hybrid:
+        # Each sequence held also keeps one recurrent state per state layer, split over TP like its heads.
+        kv_per_gpu += spec.state_bytes_per_sequence(g) * req.slots * req.batch * costs.gpu_share
     act = costs.activation_bytes_per_token_hidden * tokens * shape.hidden_size / g + costs.compute_bytes
     fixed = costs.fixed_mib * MIB
     w_gpu = weights_per_gpu(req, weights, spec)

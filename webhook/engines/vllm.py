@@ -21,7 +21,7 @@ from ..models.catalog import ModelSpec
 from ..models.vram import MIB, Estimate, EstimateRequest, priced, shape_of, weights_bytes
 from ..models.vram import weights_per_gpu as weights_per_gpu_of
 from ..units.precision import kv_bytes
-from . import mxfp4
+from . import hybrid, mxfp4
 from .base import Setting, Settings, Version, find_command, read_settings, version_of
 from .cmdline import Command, OptionTable, parse_argv
 from .engine import ContextRead, Engine, IntSetting, ParallelRead
@@ -98,6 +98,8 @@ SETTINGS: Mapping[str, Setting] = {
     "use_v1": Setting((), ("VLLM_USE_V1",)),
     "flashinfer_sampler": Setting((), ("VLLM_USE_FLASHINFER_SAMPLER",)),
     "mla_disable": Setting((), ("VLLM_MLA_DISABLE",)),
+    "speculative_config": Setting(("--speculative-config",)),
+    "no_prefix_caching": Setting(("--no-enable-prefix-caching",)),
 }
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm`) takes vLLM's engine args.
 _MODULES = ("vllm.entrypoints", "dynamo.vllm")
@@ -413,6 +415,10 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     kv_seq = _kv_for_sequence(layout, req.context, tokens, v)
     kv_total = kv_seq * req.batch  # only a declared reservation (vramgate.io/batch-size) multiplies it
     kv_per_gpu = kv_total / kv_shards / pp / max(req.kv_split, 1)
+    pool = hybrid_pool(req, spec, tp) if v1 else None
+    if pool is not None:
+        # Attention blocks raised to the recurrent state's page, one state per state group (engines/hybrid.py).
+        kv_per_gpu = pool.sequence_bytes(req.context) * req.batch / max(req.kv_split, 1)
     if req.kv_cache_bytes is not None:
         kv_per_gpu = float(req.kv_cache_bytes)
 
@@ -454,6 +460,14 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
              f"profile run of {tokens} batched tokens over {min(seqs, tokens)} sequences"]
     if spec is not None and spec.mla and layout.bytes_per_token_layer:
         notes.append(_mla_note(req, spec, layout.bytes_per_token_layer / value_bytes))
+    if pool is not None and spec is not None:
+        state_mib = spec.state_bytes_per_layer(tp, req.speculative_tokens) / MIB
+        drafts = (f"; {req.speculative_tokens} draft tokens: {pool.state_blocks} state blocks a request"
+                  + (f", {req.draft_attention_layers} MTP attention layer(s)" if req.draft_attention_layers else "")
+                  if req.speculative_tokens else "")
+        notes.append(f"hybrid: KV in {spec.cache_layers} attention layers, a {state_mib:.2f} MiB recurrent state "
+                     f"per sequence in each of {spec.state_layers}; attention block {pool.block_size} tokens, "
+                     f"{pool.groups} groups of {pool.group_size} layers{drafts}")
     if vision:
         notes.append(f"vision encoder profiled: {vision / MIB / 1024:.1f} GiB peak per GPU, before the LLM's")
     overhead = nt_mid * MIB + (graphs if graphs_counted else 0.0)
@@ -482,7 +496,21 @@ def _weights_band(req: EstimateRequest, spec: ModelSpec | None, version: Version
         return max(0.0, lo - offload), max(0.0, mid - offload), max(0.0, hi - offload)
     total = weights_bytes(req.params, req.precision, shape_of(spec, req.params), spec)
     per_gpu = max(0.0, weights_per_gpu_of(req, total, spec) - offload)
-    return per_gpu, per_gpu, per_gpu
+    mtp = _mtp_weights(req, spec, total)
+    # The MTP layers load only with MTP speculative decoding; the low end leaves them out (a checkpoint may
+    # quantize them or not: nvidia's Qwen3.6 NVFP4 keeps its MTP head in bf16).
+    return per_gpu, per_gpu + mtp, per_gpu + mtp
+
+
+def _mtp_weights(req: EstimateRequest, spec: ModelSpec | None, total: float) -> float:
+    """Bytes per GPU of the MTP layers vLLM builds for ``--speculative-config`` method mtp: one decoder layer's
+    share of the checkpoint's bytes each (embeddings and the head are shared with the model)."""
+    if spec is None or not req.draft_attention_layers or spec.layers <= 0 or not req.params:
+        return 0.0
+    towers = float((spec.vision_params or 0) + (spec.audio_params or 0))
+    per_param = total / req.params
+    layer = max(0.0, req.params - spec.embedding_params - towers) / spec.layers * per_param
+    return req.draft_attention_layers * layer / max(req.gpus, 1)
 
 
 def _offloaded(req: EstimateRequest, spec: ModelSpec | None, version: Version, per_gpu: float) -> float:
@@ -692,6 +720,23 @@ def _vision_profile(req: EstimateRequest, spec: ModelSpec | None, tokens: int, s
     return float(peak), float(kept)
 
 
+def hybrid_pool(req: EstimateRequest, spec: ModelSpec | None, tp: int) -> hybrid.HybridPool | None:
+    """A hybrid model's block geometry on one rank (V1 from 0.9.2, ``MambaSpec``); None for other models."""
+    if spec is None or not spec.hybrid or (req.engine_version or NEWEST) < HYBRID_SINCE:
+        return None
+    layout, kv_shards = kv_geometry(req, spec, tp)
+    pool = hybrid.pool_of(spec, layout.bytes_per_token_layer / kv_shards, tp, max(req.pipeline, 1),
+                          req.speculative_tokens, req.draft_attention_layers)
+    if pool is not None and not req.prefix_caching:
+        # Mamba cache mode "none": the running state only (MambaSpec.max_memory_usage_bytes).
+        pool = replace(pool, state_blocks=pool.state_blocks - 1)
+    return pool
+
+
+# V1 sizes Mamba / linear-attention state in the KV pool from 0.9.2 (docs/engine-sources-vllm.md §5).
+HYBRID_SINCE: Version = (0, 9, 2)
+
+
 def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, utilization: float
             ) -> tuple[float, int, float]:
     """vLLM's KV pool on one GPU: (GiB, tokens, maximum concurrency at ``req.context``)."""
@@ -701,13 +746,28 @@ def kv_pool(req: EstimateRequest, spec: ModelSpec | None, gpu_total_mib: float, 
     pool_mib = gpu_total_mib * utilization - non_kv
     if req.kv_cache_bytes is not None:
         pool_mib = req.kv_cache_bytes / MIB
+    tokens, concurrency = pool_capacity(req, spec, pool_mib, est)
+    return pool_mib / 1024, tokens, concurrency
+
+
+def pool_capacity(req: EstimateRequest, spec: ModelSpec | None, pool_mib: float,
+                  est: Estimate | None = None) -> tuple[int, float]:
+    """What a KV pool of ``pool_mib`` on one GPU holds: (the tokens vLLM prints, concurrency at ``req.context``)."""
+    g = max(req.gpus, 1)
     pp = max(req.pipeline, 1)
+    pool_bytes = max(0.0, pool_mib) * MIB
+    v1 = is_v1(req.engine_version, "0" if req.legacy_engine else None)
+    pool = hybrid_pool(req, spec, max(1, g // pp)) if v1 else None
+    if pool is not None:
+        return pool.tokens(pool_bytes, req.context, req.engine_version or NEWEST), pool.concurrency(pool_bytes,
+                                                                                                    req.context)
+    est = est or plan(req.but(batch=1), spec)
     _, kv_shards = kv_geometry(req, spec, max(1, g // pp))
     per_token_per_gpu = est.kv_bytes_per_token / kv_shards / pp
-    tokens = int(max(0.0, pool_mib) * MIB / per_token_per_gpu) if per_token_per_gpu else 0
+    tokens = int(pool_bytes / per_token_per_gpu) if per_token_per_gpu else 0
     seq_bytes_per_gpu = est.kv_cache_mib / g * MIB
-    concurrency = max(0.0, pool_mib) * MIB / seq_bytes_per_gpu if seq_bytes_per_gpu else 0.0
-    return pool_mib / 1024, tokens, concurrency
+    concurrency = pool_bytes / seq_bytes_per_gpu if seq_bytes_per_gpu else 0.0
+    return tokens, concurrency
 
 
 def _layout(s: Settings, p: ParallelRead, int_setting: IntSetting) -> Layout:
@@ -731,7 +791,42 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
         changes["flashinfer_sampler"] = sampler
     if mla_disabled(s.value("mla_disable")):
         changes["mla_disabled"] = True
+    if s.flag("no_prefix_caching"):
+        changes["prefix_caching"] = False
+    drafted = speculative(s.value("speculative_config"), req.spec)
+    if drafted is not None:
+        changes["speculative_tokens"], changes["draft_attention_layers"] = drafted
     return changes
+
+
+# --speculative-config methods that run the checkpoint's own MTP layers (vllm==0.33.0 config/speculative.py
+# maps the model-specific names, e.g. qwen3_next_mtp, to "mtp").
+MTP_METHODS = frozenset({"mtp", "qwen3_next_mtp", "qwen3_5_mtp", "deepseek_mtp", "glm4_moe_mtp", "ernie_mtp"})
+
+
+def speculative(text: str | None, spec: ModelSpec | None) -> tuple[int, int] | None:
+    """(draft tokens, attention layers added to the pool) from ``--speculative-config``; None when unreadable.
+
+    The value is JSON (``{"method": "mtp", "num_speculative_tokens": 3}``); a Python dict repr as logs print it
+    is read too. Only a checkpoint's own MTP layers join the KV pool (a separate draft model keeps its own).
+    """
+    if not text:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError:
+        try:
+            config = json.loads(text.replace("'", '"'))
+        except ValueError:
+            return None
+    if not isinstance(config, dict):
+        return None
+    tokens = config.get("num_speculative_tokens")
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0:
+        return None
+    method = str(config.get("method") or "").lower()
+    layers = (spec.mtp_layers or 0) if spec is not None and method in MTP_METHODS else 0
+    return tokens, layers
 
 
 def _give_gpus(command: list[str], gpus: int, nodes: int) -> list[str] | None:

@@ -67,6 +67,25 @@ class ModelSpec:
     chunked_layers: int | None = None
     kv_layers: int | None = None
     linear_state_bytes: int | None = None
+    # The recurrent state of hybrid (Mamba, Gated DeltaNet, linear attention) layers, per layer and sequence,
+    # as vLLM's MambaStateShapeCalculator shapes it (vllm==0.33.0 model_executor/layers/mamba/mamba_utils.py):
+    # ``conv_state`` values (conv_dim × (conv_kernel − 1)) kept in the model dtype, ``ssm_state`` values
+    # (heads × head_dim × state) in ``ssm_dtype`` (the config's ``mamba_ssm_dtype``; None: the model dtype).
+    # Both are split over tensor-parallel ranks. ``state_layers``: how many layers keep one.
+    state_layers: int | None = None
+    # Layers with a dense MLP when not every non-MoE layer has one (Nemotron-H: 25 of 56; None: all of them).
+    mlp_layers: int | None = None
+    conv_state: int | None = None
+    ssm_state: int | None = None
+    ssm_dtype: str | None = None
+    conv_kernel: int = 4  # the state layers' conv kernel: conv_state keeps kernel − 1 positions (+ draft tokens)
+    # Multi-token-prediction layers the checkpoint carries (mtp_num_hidden_layers): vLLM builds them, with their
+    # attention's KV cache, only when speculative decoding uses them (--speculative-config method mtp).
+    mtp_layers: int | None = None
+    # A ModelOpt checkpoint's ``quant_algo`` (hf_quant_config.json / quantization_config): FP8, NVFP4,
+    # MIXED_PRECISION. vLLM's ``--quantization modelopt`` serves whatever it says (modelopt.py
+    # ``override_quantization_method``), so it decides the weights' bytes, not the flag.
+    quant_algo: str | None = None
     # Exact bytes of the native checkpoint (safetensors index metadata.total_size).
     checkpoint_bytes: int | None = None
     # Modules a natively quantized checkpoint leaves in 16-bit beyond the embeddings and the output head
@@ -180,6 +199,33 @@ class ModelSpec:
         """Layers that keep a per-token KV cache (hybrids keep it in their attention layers only)."""
         return self.kv_layers if self.kv_layers is not None else self.layers
 
+    @property
+    def hybrid(self) -> bool:
+        """Whether some layers keep a fixed-size recurrent state instead of (or beside) a per-token KV cache."""
+        return bool(self.state_layers) and bool(self.conv_state or self.ssm_state)
+
+    def state_bytes_per_layer(self, tp: int = 1, draft_tokens: int = 0) -> int:
+        """Bytes of one sequence's recurrent state in one state layer on one of ``tp`` ranks (vLLM MambaSpec).
+
+        ``page_size_bytes`` = Σ prod(shape) × dtype size over (conv, ssm) (vllm==0.33.0 v1/kv_cache_interface.py
+        MambaSpec); conv in the model's 16-bit dtype (``mamba_cache_dtype`` auto), the ssm state in ``ssm_dtype``.
+        Speculative decoding widens the conv state by its draft tokens (``conv_kernel − 1 + num_spec`` rows,
+        mamba_utils.py ``gated_delta_net_state_shape`` / ``mamba2_state_shape``).
+        """
+        if not self.hybrid:
+            return 0
+        ssm_bytes = 4 if self.ssm_dtype == "fp32" else 2
+        ranks = max(tp, 1)
+        rows = max(self.conv_kernel - 1, 1)
+        conv = (self.conv_state or 0) * (rows + max(draft_tokens, 0)) // rows
+        return conv // ranks * 2 + (self.ssm_state or 0) // ranks * ssm_bytes
+
+    def state_bytes_per_sequence(self, tp: int = 1) -> int:
+        """Recurrent-state bytes one sequence keeps over every state layer on one rank."""
+        if self.hybrid:
+            return (self.state_layers or 0) * self.state_bytes_per_layer(tp)
+        return (self.linear_state_bytes or 0) // max(tp, 1)
+
     def kv_elements_per_token(self) -> int:
         """KV-cache values stored per token across all layers (MLA stores one compressed latent).
 
@@ -235,6 +281,8 @@ def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
         raise ValueError(f"{data.get('name')}: task must be one of {TASKS}")
     if data.get("mlp", "gated") not in MLP_KINDS:
         raise ValueError(f"{data.get('name')}: mlp must be one of {MLP_KINDS}")
+    if data.get("ssm_dtype") not in (None, "fp32", "bf16", "fp16"):
+        raise ValueError(f"{data.get('name')}: ssm_dtype must be fp32, bf16 or fp16")
     if data.get("verified") is None:
         data.pop("verified", None)
     return ModelSpec(**data)
@@ -288,9 +336,11 @@ def computed_params(spec: ModelSpec, active: bool = False) -> float:
     if spec.intermediate_size is None and spec.moe_intermediate_size is None:
         raise ValueError(f"{spec.name}: no intermediate_size")
     h = spec.hidden_size
-    total = spec.embedding_params + spec.layers * _attention_params(spec)
+    # Hybrids run softmax attention only in their KV layers (their state layers are counted by no formula here).
+    attention_layers = spec.cache_layers if spec.hybrid else spec.layers
+    total = spec.embedding_params + attention_layers * _attention_params(spec)
     moe_layers = _moe_layer_count(spec)
-    dense_layers = spec.layers - moe_layers
+    dense_layers = spec.layers - moe_layers if spec.mlp_layers is None else spec.mlp_layers
     if dense_layers:
         total += dense_layers * _mlp_params(h, spec.intermediate_size or 0, spec.mlp)
     if moe_layers:
@@ -327,7 +377,7 @@ _GGUF_QUANT = re.compile(r"(?:^|[-_.])(i?q[1-8]_(?:k_[sml]|k|[01]|xxs|xs|s|m|nl)
 # Trailing tokens that name a packaging of the weights, not another model, and what each says.
 _TOKEN = re.compile(
     r"[-_.](fp8[-_]kv|awq|gptq|int4|int8|fp8|dynamic|static|w4a16|w8a8|w8a16|w4a8|quantized|bnb|4bit|8bit|gguf|"
-    r"exl2|mlx|hf|unsloth|marlin|nf4|nvfp4|ov|onnx)$",
+    r"exl2|mlx|hf|unsloth|marlin|nf4|nvfp4|ov|onnx|autoround|auto-round)$",
     re.IGNORECASE,
 )
 _ORG_HOW = {
@@ -633,12 +683,112 @@ def _first(config: Mapping[str, Any], *keys: str) -> Any:
     return None
 
 
+def _ssm_dtype(value: Any) -> str | None:
+    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(str(value or "").lower())
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def hybrid_fields(text: Mapping[str, Any], layers: int, hidden: int) -> dict[str, Any]:
+    """The recurrent-state fields of a hybrid config, shaped as vLLM shapes them (vllm==0.33.0).
+
+    Per layer and sequence, before TP (model_executor/layers/mamba/mamba_utils.py ``MambaStateShapeCalculator``
+    and each model's ``get_mamba_state_shape_from_config``):
+
+    - Gated DeltaNet (Qwen3-Next, Qwen3.5/3.6: ``linear_num_key_heads``): conv (2·k·dk + v·dv) × (kernel − 1),
+      state v × dv × dk; ssm dtype from ``mamba_ssm_dtype`` (config.py Qwen3_5ForConditionalGenerationConfig).
+    - Mamba-2 (Nemotron-H ``hybrid_override_pattern``, Granite-4.0-H ``layer_types`` "mamba", Falcon-H1 parallel
+      in every layer, Bamba ``attn_layer_indices``): conv (d_inner + 2·groups·d_state) × (kernel − 1), state
+      heads × head_dim × d_state; d_inner = heads × head_dim (Nemotron-H), ``mamba_d_ssm`` or expand × hidden.
+      Nemotron-H's ssm state defaults to float32 (config.py NemotronHForCausalLMConfig).
+    - Mamba-1 (Jamba ``attn_layer_period``): conv d_inner × (kernel − 1), state d_inner × d_state.
+    - Kimi Delta Attention (Kimi-Linear ``linear_attn_config``): conv 3·heads·head_dim × (kernel − 1), state
+      heads × head_dim², float32 (``kda_state_dtype``: "auto" is float32).
+
+    Returns ``kv_layers``, ``state_layers``, ``conv_state``, ``ssm_state`` and ``ssm_dtype`` where the config
+    has them; {} for a model without recurrent layers.
+    """
+    out: dict[str, Any] = {}
+    pattern = text.get("hybrid_override_pattern")
+    types = text.get("layer_types") or text.get("layers_block_type")
+    linear_cfg = text.get("linear_attn_config")
+    if _int(text.get("linear_num_key_heads")):  # Gated DeltaNet
+        k, v = _int(text["linear_num_key_heads"]), _int(text.get("linear_num_value_heads"))
+        dk, dv = _int(text.get("linear_key_head_dim")), _int(text.get("linear_value_head_dim"))
+        kernel = _int(text.get("linear_conv_kernel_dim")) or 4
+        if isinstance(types, list) and types:
+            attention = sum(1 for t in types if "full" in str(t))
+        else:
+            attention = layers // (_int(text.get("full_attention_interval")) or 4)
+        out.update(kv_layers=attention, state_layers=layers - attention,
+                   conv_state=(2 * k * dk + v * dv) * (kernel - 1), ssm_state=v * dv * dk)
+        if (dtype := _ssm_dtype(text.get("mamba_ssm_dtype"))) is not None:
+            out["ssm_dtype"] = dtype
+        return out
+    if isinstance(linear_cfg, Mapping) and _int(linear_cfg.get("num_heads")):  # Kimi Delta Attention
+        heads, dim = _int(linear_cfg["num_heads"]), _int(linear_cfg.get("head_dim"))
+        kernel = _int(linear_cfg.get("short_conv_kernel_size")) or 4
+        full = linear_cfg.get("full_attn_layers")
+        attention = len(full) if isinstance(full, list) else sum(1 for t in types or [] if "full" in str(t))
+        out.update(kv_layers=attention, state_layers=layers - attention, conv_state=3 * heads * dim * (kernel - 1),
+                   ssm_state=heads * dim * dim, ssm_dtype="fp32")
+        return out
+    d_state = _int(text.get("ssm_state_size") or text.get("mamba_d_state") or text.get("state_size"))
+    if not d_state:
+        return out
+    kernel = _int(text.get("conv_kernel") or text.get("mamba_d_conv")) or 4
+    heads = _int(text.get("mamba_num_heads") or text.get("mamba_n_heads"))
+    head_dim = _int(text.get("mamba_head_dim") or text.get("mamba_d_head"))
+    groups = _int(text.get("n_groups") or text.get("mamba_n_groups") or text.get("mamba_num_groups")) or 1
+    expand = text.get("mamba_expand") or text.get("expand") or 2
+    if isinstance(pattern, str) and pattern:  # Nemotron-H: M mamba, * attention, - MLP, E MoE
+        states, attention = pattern.count("M"), pattern.count("*")
+        out["mlp_layers"] = pattern.count("-")
+        inner = heads * head_dim
+        dtype = _ssm_dtype(text.get("mamba_ssm_cache_dtype") or "float32")
+    elif isinstance(types, list) and any("mamba" in str(t) for t in types):  # Granite-4.0-H
+        states = sum(1 for t in types if "mamba" in str(t))
+        attention = sum(1 for t in types if "attention" in str(t))
+        inner = int(float(expand) * hidden)
+        dtype = None
+    elif text.get("attn_layer_period"):  # Jamba: Mamba-1
+        period, offset = _int(text["attn_layer_period"]), _int(text.get("attn_layer_offset"))
+        attention = sum(1 for i in range(layers) if i % period == offset)
+        inner = int(float(expand) * hidden)
+        out.update(kv_layers=attention, state_layers=layers - attention, conv_state=inner * (kernel - 1),
+                   ssm_state=inner * d_state)
+        return out
+    elif isinstance(text.get("attn_layer_indices"), list):  # Bamba
+        attention = len(text["attn_layer_indices"])
+        states = layers - attention
+        inner = int(float(expand) * hidden)
+        dtype = None
+    elif (heads and "mamba_d_ssm" in text) or str(text.get("model_type", "")) == "falcon_h1":  # attention ∥ SSM
+        states = attention = layers
+        inner = _int(text.get("mamba_d_ssm")) or int(float(expand) * hidden)
+        dtype = None
+    else:
+        return out
+    if not heads or not head_dim:
+        return out
+    out.update(kv_layers=attention, state_layers=states, conv_state=(inner + 2 * groups * d_state) * (kernel - 1),
+               ssm_state=heads * head_dim * d_state)
+    if dtype is not None:
+        out["ssm_dtype"] = dtype
+    return out
+
+
 def _native_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     quant = config.get("quantization_config") or text.get("quantization_config")
     if isinstance(quant, Mapping):
         method = str(quant.get("quant_method", "")).lower()
         if method == "mxfp4":
             return "mxfp4"
+        if method == "modelopt" or quant.get("quant_algo"):
+            algo = str(quant.get("quant_algo", "")).upper()
+            return "nvfp4" if "FP4" in algo or algo == "MIXED_PRECISION" else "fp8"
         if method == "fp8" or "fp8" in str(quant.get("fmt", "")).lower():
             return "fp8"
         if method in ("awq", "gptq", "bitsandbytes", "compressed-tensors"):
@@ -750,6 +900,10 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         entry["kv_layers"] = sum(1 for t in layer_types if "full" in str(t) or "sliding" in str(t))
     elif text.get("full_attention_interval"):
         entry["kv_layers"] = int(layers) // int(text["full_attention_interval"])
+    entry.update(hybrid_fields(text, int(layers), int(hidden)))
+    quant = config.get("quantization_config") or text.get("quantization_config")
+    if isinstance(quant, Mapping) and quant.get("quant_algo"):
+        entry["quant_algo"] = str(quant["quant_algo"]).upper()
     if text.get("attention_chunk_size"):
         entry["attention_chunk_size"] = int(text["attention_chunk_size"])
         rope_every = text.get("no_rope_layer_interval") or 4

@@ -135,6 +135,11 @@ class EstimateRequest:
     attention_split: int = 0
     kv_split: int = 1  # ranks that share one sequence's KV (vLLM/SGLang decode context parallel)
     redundant_experts: int = 0  # extra expert slots spread with the experts (vLLM EPLB)
+    # Speculative decoding (vLLM --speculative-config): tokens drafted per step, and the attention layers the
+    # drafter adds to the KV pool (a checkpoint's own MTP layers; 0 for a separate draft model or n-gram).
+    speculative_tokens: int = 0
+    draft_attention_layers: int = 0
+    prefix_caching: bool = True  # vLLM --no-enable-prefix-caching: hybrids keep one state block, not two
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions).
@@ -344,6 +349,9 @@ def estimate(req: EstimateRequest) -> Estimate:
         # an MLA latent is replicated on every rank.
         kv_shards = 1 if shape.mla else max(1, min(g, shape.kv_heads))
         kv = kv / kv_shards * g
+        if req.spec is not None and req.spec.hybrid:
+            # Hybrids: one fixed-size recurrent state per sequence in each state layer, whatever the context.
+            kv += req.spec.state_bytes_per_sequence(1) * req.batch
         chunk = min(PREFILL_CHUNK_TOKENS, req.context * req.batch)
         act_per_gpu = INFERENCE_ACTIVATION_BYTES_PER_TOKEN_HIDDEN * chunk * shape.hidden_size / g
         overhead_per_gpu = CUDA_CONTEXT_MIB * MIB + act_per_gpu

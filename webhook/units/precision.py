@@ -65,6 +65,11 @@ ALIASES: dict[str, str] = {
     "gptq_marlin": "int4",
     "gptq-int4": "int4",
     "w4a16": "int4",
+    # Intel AutoRound (vLLM --quantization auto_round): W4A16 unless the checkpoint says otherwise (its default
+    # scheme, bits 4); a width in the model id wins (engines/precision.py lists it as a format).
+    "auto_round": "int4",
+    "auto-round": "int4",
+    "autoround": "int4",
     "4bit": "int4",
     "marlin": "int4",
     "bitsandbytes": "nf4",

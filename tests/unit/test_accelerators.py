@@ -297,3 +297,16 @@ def test_a_slice_over_hosts_is_priced_over_its_chips(tmp_path: Path) -> None:
     pod["spec"]["containers"][0]["args"][0] = "--model=meta-llama/Llama-3.1-405B-Instruct"
     j = _judge(pod, inv)
     assert not j.allowed and j.code == "VRAMTooSmall"
+
+
+def test_another_vendors_nodes_are_named_not_a_cuda_driver(tmp_path: Path) -> None:
+    # A Gaudi pod where only TPUs are: rejected for want of its resource (it once read "needs CUDA ?").
+    j = _judge(_workload("llama8b-gaudi"), FIX / "nodes-tpu.yaml")
+    assert not j.allowed and j.code == "NoGPUs" and "CUDA" not in j.message
+    assert "asks habana.ai/gaudi (gaudi), and no node in the cluster offers it" in j.message and "tpu's" in j.message
+    # In a cluster of both, a pod is judged on its own vendor's nodes: the other's are no reason, nor a measure.
+    items = [*_items("nodes-tpu.yaml"), *_items("nodes-gaudi.yaml")]
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    j = _judge(_workload("llama70b-one-gaudi"), mixed)
+    assert not j.allowed and j.code == "VRAMTooSmall" and "has 128 GiB (gaudi3-0, GAUDI3" in j.message

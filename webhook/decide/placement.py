@@ -466,6 +466,20 @@ def _cluster_verdict(demand: Demand, need: Need, nodes: Sequence[NodeGPUs]) -> C
                + _vram_fix(need.vendor))
         return ClusterVerdict(True, Code.VRAM_UNKNOWN, msg, best_node=unknown[0].name)
     fits = [fit(need, n, ever=True) for n in gpu_nodes]
+    if all(f.code is Code.NO_GPUS for f in fits):
+        # Every accelerator node is another vendor's: an amd.com/gpu pod on NVIDIA nodes, a habana.ai/gaudi pod on TPUs.
+        asked = need.unit or resource_of(need.vendor, "nvidia.com/gpu")
+        others = [n for n in nodes if n.is_gpu_node]  # as they are, not as this pod's vendor sees them
+        first = others[0] if others else gpu_nodes[0]
+        msg = (f"{who}: asks {asked} ({need.vendor}), and no node in the cluster offers it: its accelerator nodes "
+               f"are {', '.join(sorted({n.vendor for n in gpu_nodes}))}'s ({first.name}, "
+               f"{first.product or 'unknown product'}{', …' if len(gpu_nodes) > 1 else ''}). "
+               f"Try: nodes with {asked}, or the resource these nodes offer")
+        return ClusterVerdict(False, Code.NO_GPUS, msg)
+    if any(f.code is Code.NO_GPUS for f in fits):
+        # Judged on its own vendor's nodes only: another vendor's are no reason (nor its largest GPU a measure).
+        kept = [(n, f) for n, f in zip(gpu_nodes, fits, strict=True) if f.code is not Code.NO_GPUS]
+        gpu_nodes, fits = [n for n, _ in kept], [f for _, f in kept]
     if need.mig and not any(f.code is Code.DRIVER_TOO_OLD for f in fits):
         return _mig_verdict(demand, need, [n for n in whole if n.is_gpu_node], gpu_nodes)
     largest = max(gpu_nodes, key=lambda n: (n.vram_mib, n.capacity))

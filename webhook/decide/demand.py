@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster.accelerators import NVIDIA, resources_of_vendors, vendor_of
-from ..cluster.dra import DraView, Request, pod_claims
+from ..cluster.dra import DraView, Request, pod_claims, with_templates
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
 from ..engines import (
@@ -373,7 +373,9 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         raise DeclarationError("spec", "", str(exc)) from None
     claimed = None
     if gpus == 0 and view.spec.get("resourceClaims"):
-        claimed = pod_claims(view.spec, view.namespace or "", dra or _NO_DRA)
+        # The templates an operator makes from its own fields are read as if they were in the cluster already.
+        seen = with_templates(dra or _NO_DRA, view.namespace or "", view.claim_templates)
+        claimed = pod_claims(view.spec, view.namespace or "", seen, dict(view.generated_claims))
     if claimed is not None:
         gpus, containers = claimed.gpus, list(claimed.containers)
     if gpus == 0:

@@ -118,8 +118,9 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
                 seen.setdefault((d.driver, d.pool, d.name), d)
     devices = sorted(seen.values(), key=lambda d: -d.memory_mib)
     if not devices:
+        # A node's MIG slices under the mixed strategy are device-plugin resources: no claim gets them either.
         return replace(node, capacity=0, allocatable=0, labelled=False, plugin_missing=False, labelled_count=0,
-                       vram_mib=0, dra=(), unhealthy_gpus=0)
+                       vram_mib=0, dra=(), unhealthy_gpus=0, mig_profiles=())
     per = need.per_gpu_mib
     big = [d for d in devices if per is None or d.memory_mib <= 0 or need.usable_on(d.memory_mib) >= per]
     if len(big) >= need.gpus:

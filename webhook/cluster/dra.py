@@ -337,12 +337,13 @@ _SHAPES = (_DRIVER_RE, _ATTR_RE, _ATTR_BOOL_RE, _CAP_RE)
 # CEL's other spellings of the same clauses: an index for a field (KServe's managed-DRA sample writes
 # ``device.attributes['gpu.nvidia.com']['type']``), and the NIM Operator's parenthesised capacity
 # (``(device.capacity["gpu.nvidia.com"].memory).compareTo(quantity("40Gi")) >= 0``, internal/k8sutil/cel/cel.go).
-_INDEX_RE = re.compile(rf"""^(device\.(?:attributes|capacity){_DOMAIN})\[\s*(?:"([A-Za-z_][\w-]*)"|'([A-Za-z_][\w-]*)')\s*\]""")
+_INDEX_RE = re.compile(
+    rf"""^(device\.(?:attributes|capacity){_DOMAIN})\[\s*(?:"([A-Za-z_][\w-]*)"|'([A-Za-z_][\w-]*)')\s*\]""")
 _PAREN_CAP_RE = re.compile(rf"""^\(\s*(device\.capacity{_DOMAIN}\.[A-Za-z_][\w-]*)\s*\)(\.compareTo\()""")
 
 
 def canonical_clause(clause: str) -> str:
-    """One clause in the spelling the shapes above read: ``x['name']`` as ``x.name``, ``(x).compareTo`` as ``x.compareTo``."""
+    """A clause as the shapes above spell it: ``x['name']`` read as ``x.name``, ``(x).compareTo`` as ``x.compareTo``."""
     text = clause.strip()
     m = _INDEX_RE.match(text)
     if m is not None:

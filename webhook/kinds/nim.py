@@ -131,8 +131,8 @@ def _dra_resources(pod: dict[str, Any], raw: Any, name: str) -> tuple[tuple[tupl
 
 def _device_request(device: dict[str, Any], where: str, warnings: list[str]) -> dict[str, Any]:
     """One ``exactly`` request of the template the operator renders for a ``claimCreationSpec`` device."""
-    driver = device.get("driverName") if isinstance(device.get("driverName"), str) else _DEFAULT_DRIVER
-    cls = device.get("deviceClassName") if isinstance(device.get("deviceClassName"), str) else _DEFAULT_DRIVER
+    driver = str(device.get("driverName") or _DEFAULT_DRIVER)
+    cls = str(device.get("deviceClassName") or _DEFAULT_DRIVER)
     n = device.get("count")
     exprs = [f"device.driver == {json.dumps(driver)}"]
     cel = [e for e in as_list(device.get("celExpressions")) if isinstance(e, str) and e.strip()]

@@ -494,7 +494,8 @@ def _llm_main(container: dict[str, Any], model: str | None, flags: list[str]) ->
 
 
 # --- LLMInferenceService: Managed DRA -----------------------------------------------------------------
-# kserve/kserve at aaac4e2: pkg/controller/v1alpha2/llmisvc/managed_dra.go (expectedManagedDRATemplate,
+# Since KServe v0.20.0 (0c5166a, #5352; older releases ignore the annotations). kserve/kserve at aaac4e2:
+# pkg/controller/v1alpha2/llmisvc/managed_dra.go (expectedManagedDRATemplate,
 # buildDeviceRequests, injectManagedDRA, targetContainerForDRA), pkg/validation/managed_dra.go (how each annotation
 # is read), pkg/constants/constants.go, docs/samples/llmisvc/managed-dra/. With ``exp-dra-device-class`` set, the
 # controller creates the ResourceClaimTemplate ``<name>-managed-dra`` with one request ``device``: exactly

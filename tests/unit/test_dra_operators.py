@@ -30,7 +30,7 @@ from webhook.models.catalog import builtin_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ROOT / "tests" / "fixtures" / "dra" / "operators"
-LARGE, SMALL = OPS / "cluster-large.yaml", OPS / "cluster-small.yaml"
+LARGE, SMALL = OPS / "nodes-large.yaml", OPS / "nodes-small.yaml"
 CFG = Config()
 CATALOG = builtin_catalog()
 _LINE = re.compile(r"^(ADMIT|REJECT|SKIP)\s+(\S+)(?: \(([^)]*)\))?: (.*)$")

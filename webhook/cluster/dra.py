@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from ..units.quantity import MIB, QuantityError, parse_size_bytes
@@ -342,6 +342,7 @@ _INDEX_RE = re.compile(
 _PAREN_CAP_RE = re.compile(rf"""^\(\s*(device\.capacity{_DOMAIN}\.[A-Za-z_][\w-]*)\s*\)(\.compareTo\()""")
 
 
+@lru_cache(maxsize=4096)  # per device and clause on the extender's path: the same few clauses over and over
 def canonical_clause(clause: str) -> str:
     """A clause as the shapes above spell it: ``x['name']`` read as ``x.name``, ``(x).compareTo`` as ``x.compareTo``."""
     text = clause.strip()
@@ -378,6 +379,12 @@ def _clause(clause: str, device: Device) -> bool | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # parsed once per expression, not once per device and scheduling cycle
+def _clauses(expression: str) -> tuple[str, ...] | None:
+    split = _split_and(_strip(expression))
+    return None if split is None else tuple(split)
+
+
 @dataclass(frozen=True)
 class Selector:
     """One CEL selector expression."""
@@ -386,7 +393,7 @@ class Selector:
 
     def matches(self, device: Device) -> tuple[bool, str | None]:
         """(may match, the clause not understood if any). A clause that is false decides: no match."""
-        clauses = _split_and(_strip(self.expression))
+        clauses = _clauses(self.expression)
         if clauses is None:
             return True, self.expression
         unknown = None
@@ -400,7 +407,7 @@ class Selector:
 
     def unread(self) -> list[str]:
         """The clauses vramgate does not understand (taken as "may match")."""
-        clauses = _split_and(_strip(self.expression))
+        clauses = _clauses(self.expression)
         if clauses is None:
             return [self.expression]
         return [c for c in clauses if not any(r.match(canonical_clause(c)) for r in _SHAPES)]
@@ -641,7 +648,7 @@ def memory_floor_mib(selectors: Iterable[Selector]) -> int | None:
     """The largest memory lower bound among ``>= 0`` memory selectors, in MiB."""
     floor = None
     for s in selectors:
-        clauses = _split_and(_strip(s.expression)) or []
+        clauses = _clauses(s.expression) or ()
         for c in clauses:
             m = _MINE_RE.match(canonical_clause(c))
             if m:

@@ -5,7 +5,8 @@ that added Managed DRA) in a real kube-apiserver, and ``kubectl apply`` of KServ
 No KServe controller runs: what is judged is the pod it would create, with the claim template
 ``<name>-managed-dra`` and the pod claim ``managed-device`` (webhook/kinds/kserve.py). The devices are NVIDIA
 DRA devices shaped as in tests/e2e/test_dra.py: first only 4 GiB ones (the sample's Qwen2.5-7B cannot fit: denied),
-then two 80 GiB A100s as well (created).
+then two 80 GiB A100s as well (created). A Pod that names a pre-created ResourceClaim is judged on that claim once
+the service's watch has it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e import crds
 from tests.e2e.harness import ControlPlane
@@ -76,7 +78,7 @@ def dra_node(cluster: ControlPlane) -> Iterator[Any]:
 
 
 def test_managed_dra_sample_judged_on_the_slices(
-    cluster: ControlPlane, vramgate: Vramgate, llmisvc_crd: list[str], dra_node: Any, namespace: str
+    cluster: ControlPlane, vramgate: Vramgate, llmisvc_crd: list[str], dra_node: Any, namespace: str, tmp_path: Path
 ) -> None:
     vramgate.wait_ready()
     dra_node(SMALL, "4Gi", "NVIDIA T400 4GB")
@@ -87,6 +89,24 @@ def test_managed_dra_sample_judged_on_the_slices(
                      r"qwen2-7b-instruct-dra-minimal: needs [\d.]+ GiB VRAM per GPU \(.+\); the largest device its "
                      rf"claims can match has 4 GiB \({SMALL}, NVIDIA T400 4GB", r.stderr), r.stderr
     assert "no GPU requested" not in r.stderr
+
+    # A pod that names a pre-created ResourceClaim: judged on it once the service's watch has it.
+    cluster.request("POST", f"{RES}/namespaces/{namespace}/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "pre-made"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}})
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "qwen-on-a-claim"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "pre-made"}],
+                 "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.8.5",
+                                 "args": ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192"],
+                                 "resources": {"claims": [{"name": "gpu"}]}}]}}))
+
+    def denied() -> str | None:
+        r = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(pod), check=False)
+        return r.stderr if r.returncode != 0 and "the largest device its claims can match has 4 GiB" in r.stderr \
+            else None
+    assert "pod/qwen-on-a-claim: needs" in cluster.wait_for("the pod judged on its ResourceClaim", denied, 20)
 
     dra_node(LARGE, "80Gi", "NVIDIA A100-SXM4-80GB")
     vramgate.wait_inventory({SMALL, LARGE})

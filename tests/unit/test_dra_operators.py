@@ -396,3 +396,42 @@ def test_status_ignored_on_templates() -> None:
     assert rs is not None and rs.roles[0].view.generated_claims == ()
     pod_rs = roles(_running_pod(), Context())
     assert pod_rs is not None and pod_rs.roles[0].view.generated_claims == (("gpu", "llama-abc12-gpu-x9f2k"),)
+
+
+# ---- the service's inventory follows ResourceClaims ---------------------------------------------------
+
+
+def test_inventory_state_follows_resource_claims_and_ignores_status_writes() -> None:
+    from webhook.kube.nodecache import DRA_KINDS, KINDS, InventoryState
+    state = InventoryState(CFG, (*KINDS, *DRA_KINDS))
+    nodes, inv = load_inventory(LARGE)
+    for kind in (*KINDS, *DRA_KINDS):
+        items = {"Node": nodes, "ResourceSlice": [o for o in inv if o["kind"] == "ResourceSlice"],
+                 "DeviceClass": [o for o in inv if o["kind"] == "DeviceClass"]}.get(kind, [])
+        state.relist(kind, [{**o, "metadata": {**o["metadata"], "resourceVersion": "5"}} for o in items], "5")
+    assert state.synced
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "uses-a-claim", "namespace": "ml"},
+           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "mig-slice"}],
+                    "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.8.5",
+                                    "args": ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192"],
+                                    "resources": {"claims": [{"name": "gpu"}]}}]}}
+    unseen = judge(pod, state.snapshot(), CFG, CATALOG)
+    assert unseen.allowed and any("not in view" in w for w in unseen.warnings)  # one device of unknown kind
+    claim = {"kind": "ResourceClaim", "metadata": {"name": "mig-slice", "namespace": "ml", "resourceVersion": "6",
+                                                   "managedFields": [{"manager": "kubectl"}]},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}}}
+    assert state.apply("ResourceClaim", {"type": "ADDED", "object": claim}) == "applied"
+    snap = state.snapshot()
+    assert snap.dra.lookup("ResourceClaim", "ml", "mig-slice") is not None
+    seen = judge(pod, snap, CFG, CATALOG)
+    assert not seen.allowed and "MIG 2g.20gb" in seen.message, seen.message  # 70B on the 20 GiB slice
+    # the scheduler writes the allocation: same spec, the view is not rebuilt
+    result = {"pool": "dra-a100", "device": "gpu-2-mig-9-0-1"}
+    allocated = {**claim, "metadata": {**claim["metadata"], "resourceVersion": "7"},
+                 "status": {"allocation": {"devices": {"results": [result]}}}}
+    view = snap.dra
+    assert state.apply("ResourceClaim", {"type": "MODIFIED", "object": allocated}) == "applied"
+    assert state.snapshot().dra is view
+    gone = {**allocated, "metadata": {**allocated["metadata"], "resourceVersion": "8"}}
+    assert state.apply("ResourceClaim", {"type": "DELETED", "object": gone}) == "applied"
+    assert state.snapshot().dra.lookup("ResourceClaim", "ml", "mig-slice") is None

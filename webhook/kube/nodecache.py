@@ -48,11 +48,13 @@ from .heap import Settler
 
 log = logging.getLogger("vramgate.nodecache")
 
-Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "PriorityClass"]
+Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "ResourceClaim",
+               "PriorityClass"]
 KINDS: tuple[Kind, ...] = ("Node", "Pod", "Namespace")
-# resource.k8s.io/v1 (Kubernetes 1.34+): where DRA drivers publish GPUs, and what pods' claims refer to. A
-# cluster that does not serve them (404) counts as listed, with none.
-DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate")
+# resource.k8s.io/v1 (Kubernetes 1.34+): where DRA drivers publish GPUs, and what pods' claims refer to (the
+# templates, and the claims: pre-created ones a pod names by resourceClaimName, and those made for a pod from its
+# template). A cluster that does not serve them (404) counts as listed, with none.
+DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
 # PriorityClasses: the value and preemption policy the Priority admission plugin will give a Pod of each class, so
 # the mutation can set them as it would and the plugin's re-run changes nothing (no second mutating call).
 PRIORITY_KIND: Kind = "PriorityClass"
@@ -120,6 +122,13 @@ def _dra_key(obj: dict[str, Any]) -> str | None:
         return None
     ns = meta.get("namespace")
     return f"{ns}/{meta['name']}" if isinstance(ns, str) and ns else str(meta["name"])
+
+
+def _claim_part(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the inventory keeps of a ResourceClaim: its name, namespace and spec (not its status or managedFields)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    keep = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+    return {"kind": "ResourceClaim", "metadata": keep, "spec": obj.get("spec")}
 
 
 def _pod_key(obj: dict[str, Any]) -> str | None:
@@ -248,7 +257,8 @@ class InventoryState:
             for obj in items:
                 key = _dra_key(obj) if isinstance(obj, dict) else None
                 if key is not None:
-                    objs[key] = {**obj, "kind": kind}  # list items carry no kind
+                    # list items carry no kind; of a claim only what is judged is kept
+                    objs[key] = _claim_part(obj) if kind == "ResourceClaim" else {**obj, "kind": kind}
                     self._dra_rv[(kind, key)] = rv_number(resource_version(obj))
             self._dra_rv = {k: v for k, v in self._dra_rv.items() if k[0] != kind or k[1] in objs}
             self._dra[kind] = objs
@@ -329,7 +339,15 @@ class InventoryState:
             if _stale(new, self._dra_rv.get((kind, key))):
                 return "stale"
             self._dra_rv[(kind, key)] = new
-            self._dra[kind][key] = {**obj, "kind": kind}
+            if kind == "ResourceClaim":
+                # Only a claim's spec is judged, and it is immutable: its status writes (allocation, reservedFor)
+                # change nothing here, so they rebuild nothing.
+                old = self._dra[kind].get(key)
+                self._dra[kind][key] = _claim_part(obj)
+                if old is not None and old.get("spec") == obj.get("spec"):
+                    return "applied"
+            else:
+                self._dra[kind][key] = {**obj, "kind": kind}
             self._dra_changed(kind)
             return "applied"
         if kind == PRIORITY_KIND:
@@ -470,7 +488,8 @@ class InventoryState:
             self._devices = dict(devices)
         else:
             self._dra_view = dra_view([*self._dra["DeviceClass"].values(),
-                                       *self._dra["ResourceClaimTemplate"].values()], drivers)
+                                       *self._dra["ResourceClaimTemplate"].values(),
+                                       *self._dra["ResourceClaim"].values()], drivers)
         self._dirty = True
 
     # ---- pods ------------------------------------------------------------------------------
@@ -641,6 +660,7 @@ class KubeApi:
             "Node": core.list_node, "Pod": core.list_pod_for_all_namespaces, "Namespace": core.list_namespace,
             "ResourceSlice": res.list_resource_slice, "DeviceClass": res.list_device_class,
             "ResourceClaimTemplate": res.list_resource_claim_template_for_all_namespaces,
+            "ResourceClaim": res.list_resource_claim_for_all_namespaces,
             PRIORITY_KIND: self._scheduling.list_priority_class,
         }
         fn = calls[kind]

@@ -33,7 +33,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 import orjson
@@ -126,7 +126,8 @@ def _dra_key(obj: dict[str, Any]) -> str | None:
 
 def _claim_part(obj: dict[str, Any]) -> dict[str, Any]:
     """What the inventory keeps of a ResourceClaim: its name, namespace and spec (not its status or managedFields)."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    raw = obj.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
     keep = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
     return {"kind": "ResourceClaim", "metadata": keep, "spec": obj.get("spec")}
 
@@ -164,6 +165,9 @@ class InventoryState:
         self._base: dict[str, NodeGPUs] = {}
         self._devices: dict[str, tuple[Device, ...]] = {}
         self._dra_view = DraView(drivers=tuple(config.labels.dra_drivers))
+        # ResourceClaims as the DRA view holds them, (namespace, name) → claim spec, and each one's key.
+        self._claim_specs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._claim_keys: dict[str, tuple[str, str]] = {}
         # nodes
         self._nodes: dict[str, NodeGPUs] = {}
         self._node_rv: dict[str, int | None] = {}  # last applied RV per node; tombstones for deleted ones
@@ -348,7 +352,7 @@ class InventoryState:
                     return "applied"
             else:
                 self._dra[kind][key] = {**obj, "kind": kind}
-            self._dra_changed(kind)
+            self._dra_changed(kind, key)
             return "applied"
         if kind == PRIORITY_KIND:
             name = _name(obj)
@@ -371,7 +375,7 @@ class InventoryState:
             self._dra_rv[(kind, key)] = new  # tombstone until the next re-list
             if self._dra[kind].pop(key, None) is None:
                 return "unchanged"
-            self._dra_changed(kind)
+            self._dra_changed(kind, key)
             return "applied"
         if kind == PRIORITY_KIND:
             name = _name(obj)
@@ -473,7 +477,7 @@ class InventoryState:
 
     # ---- DRA -------------------------------------------------------------------------------
 
-    def _dra_changed(self, kind: Kind) -> None:
+    def _dra_changed(self, kind: Kind, key: str | None = None) -> None:
         """Re-derive what a DRA kind feeds: the nodes' devices (slices) or the classes and templates view."""
         drivers = self.config.labels.dra_drivers
         if kind == "ResourceSlice":
@@ -486,10 +490,25 @@ class InventoryState:
                     self._set_node(name, with_devices(base, devices.get(name, ())), self._node_version.get(name),
                                    self._node_rv.get(name))
             self._devices = dict(devices)
+        elif kind == "ResourceClaim":
+            # One claim per pod: updated by key (a copy of the table, not a re-read of every claim).
+            objs = self._dra[kind]
+            keys = [key] if key is not None else None
+            if keys is None:
+                self._claim_keys, self._claim_specs = {}, {}
+                keys = list(objs)
+            for k in keys:
+                old = self._claim_keys.pop(k, None)
+                if old is not None:
+                    self._claim_specs.pop(old, None)
+                got = dra_view([objs[k]], drivers).claims if k in objs else {}
+                for where, spec in got.items():
+                    self._claim_keys[k], self._claim_specs[where] = where, spec
+            self._dra_view = replace(self._dra_view, claims=dict(self._claim_specs))
         else:
-            self._dra_view = dra_view([*self._dra["DeviceClass"].values(),
-                                       *self._dra["ResourceClaimTemplate"].values(),
-                                       *self._dra["ResourceClaim"].values()], drivers)
+            self._dra_view = replace(dra_view([*self._dra["DeviceClass"].values(),
+                                               *self._dra["ResourceClaimTemplate"].values()], drivers),
+                                     claims=dict(self._claim_specs))
         self._dirty = True
 
     # ---- pods ------------------------------------------------------------------------------

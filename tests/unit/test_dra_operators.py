@@ -131,6 +131,7 @@ def test_kserve_minimal_targets_the_first_container_and_counts_one() -> None:
     assert "count" not in view.claim_templates[0][1]["devices"]["requests"][0]["exactly"]  # only set when > 1
     demand = read_demand(view, CFG, CATALOG)
     assert demand is not None and demand.gpus == 1 and not demand.claims[0].unknown
+    assert demand.vendor == "nvidia"
 
 
 def test_kserve_managed_dra_on_every_pod_template() -> None:
@@ -305,6 +306,7 @@ def test_amd_claim_judged_on_amd_devices(cluster: Path, allowed: bool) -> None:
     j = judge(pod, snap, CFG, CATALOG)
     assert j.allowed is allowed, j.message
     assert j.demand is not None and j.demand.claims[0].class_name == "gpu.amd.com"
+    assert j.demand.vendor == "amd"  # as an amd.com/gpu pod is
     if not allowed:
         assert "AMD_Instinct_MI300X_OAM partition cpx_nps4" in j.message and "24 GiB" in j.message
 

@@ -770,6 +770,20 @@ def pod_claims(spec: Mapping[str, Any], namespace: str, view: DraView,
     return PodClaims(gpus, tuple(users), requests, tuple(warnings))
 
 
+def claims_vendor(requests: Iterable[Request]) -> str | None:
+    """The vendor (webhook/data/accelerators.yaml) whose DRA driver every request names, or None (NVIDIA, mixed,
+    or unsaid): a claim on ``gpu.amd.com`` devices asks for AMD GPUs as ``amd.com/gpu`` does."""
+    rows = dra_driver_rows()
+    found: set[str] = set()
+    for req in requests:
+        texts = [req.class_name, *(s.expression for c in req.choices() for s in c.selectors)]
+        named = {d for d in (*rows, NVIDIA_DRIVER) if any(d in t for t in texts)}
+        if len(named) != 1 or NVIDIA_DRIVER in named:
+            return None
+        found.add(rows[named.pop()].vendor)
+    return found.pop() if len(found) == 1 else None
+
+
 def with_memory_request(body: dict[str, Any], need_mib: int) -> bool:
     """Ask for ``need_mib`` of a shared device's memory (``capacity.requests.memory``) unless the request names some.
 

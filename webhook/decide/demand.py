@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster.accelerators import NVIDIA, resources_of_vendors, vendor_of
-from ..cluster.dra import DraView, Request, pod_claims, with_templates
+from ..cluster.dra import DraView, Request, claims_vendor, pod_claims, with_templates
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
 from ..engines import (
@@ -378,6 +378,7 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         claimed = pod_claims(view.spec, view.namespace or "", seen, dict(view.generated_claims))
     if claimed is not None:
         gpus, containers = claimed.gpus, list(claimed.containers)
+        vendor = claims_vendor(claimed.requests) or vendor
     if gpus == 0:
         return None
     ann = view.annotations

@@ -419,9 +419,9 @@ def test_inventory_state_follows_resource_claims_and_ignores_status_writes() -> 
                                     "resources": {"claims": [{"name": "gpu"}]}}]}}
     unseen = judge(pod, state.snapshot(), CFG, CATALOG)
     assert unseen.allowed and any("not in view" in w for w in unseen.warnings)  # one device of unknown kind
-    claim = {"kind": "ResourceClaim", "metadata": {"name": "mig-slice", "namespace": "ml", "resourceVersion": "6",
-                                                   "managedFields": [{"manager": "kubectl"}]},
-             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}}}
+    meta = {"name": "mig-slice", "namespace": "ml", "resourceVersion": "6", "managedFields": [{"manager": "kubectl"}]}
+    claim: dict[str, Any] = {"kind": "ResourceClaim", "metadata": meta, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "mig.nvidia.com"}}]}}}
     assert state.apply("ResourceClaim", {"type": "ADDED", "object": claim}) == "applied"
     snap = state.snapshot()
     assert snap.dra.lookup("ResourceClaim", "ml", "mig-slice") is not None

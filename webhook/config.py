@@ -66,8 +66,9 @@ class Labels(_Section):
     product_labels: list[str] = Field(default_factory=list)
     # ... and the memory of one GPU for each such value (case-insensitive), e.g. {"rtx-4090": "24GB"}.
     product_memory: dict[str, str] = Field(default_factory=dict)
-    # DRA drivers whose ResourceSlices publish GPUs (device capacity "memory", attributes productName, type, …).
-    dra_drivers: list[str] = Field(default_factory=lambda: ["gpu.nvidia.com"])
+    # DRA drivers whose ResourceSlices publish GPUs (device capacity "memory", attributes productName, type, …):
+    # NVIDIA's and AMD's (ROCm/k8s-gpu-dra-driver; what its attributes mean is in webhook/data/accelerators.yaml).
+    dra_drivers: list[str] = Field(default_factory=lambda: ["gpu.nvidia.com", "gpu.amd.com"])
 
     @model_validator(mode="after")
     def _product_memory_sizes(self) -> Labels:

@@ -691,7 +691,8 @@ def test_no_wildcards(render: Render, mode: str) -> None:
 def test_least_privilege_per_role(render: Render) -> None:
     objs = render({}, namespace=NS)
     read = {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("get", "list", "watch")}
-    read |= {("resource.k8s.io", r, v) for r in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
+    dra_read = ("resourceslices", "deviceclasses", "resourceclaimtemplates", "resourceclaims")
+    read |= {("resource.k8s.io", r, v) for r in dra_read
              for v in ("get", "list", "watch")}  # DRA inventory and the claims pods refer to
     # Admission reads the ConfigMaps a workload's env names (get only; config.admission.read_configmaps), and
     # autofit reads the object it changed for its UID and writes one Event (webhook.autofit.enabled).
@@ -715,8 +716,7 @@ def test_least_privilege_per_role(render: Render) -> None:
         | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
         | AUDIT_READS
         | {("wgpolicyk8s.io", "policyreports", v) for v in ("get", "list", "create", "update")}
-        | {("resource.k8s.io", r, v) for r in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
-           for v in ("get", "list", "watch")}
+        | {("resource.k8s.io", r, v) for r in dra_read for v in ("get", "list", "watch")}
     )
     dtr = grants(rules_of(render({"config": {"controller": {"device_taint_rules": True}}}, namespace=NS),
                           "ClusterRole", "vramgate-controller"))

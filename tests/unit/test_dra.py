@@ -452,6 +452,7 @@ def test_inventory_state_follows_slices_classes_and_templates() -> None:
     state.relist("ResourceSlice", [sl], "6")
     state.relist("DeviceClass", [], "6")
     state.relist("ResourceClaimTemplate", [], "6")
+    state.relist("ResourceClaim", [], "6")
     assert state.synced
     snap = state.snapshot()
     assert snap.nodes["n1"].vram_mib == 80 * 1024 and snap.nodes["n1"].vram_source == "dra ResourceSlice"
@@ -487,7 +488,7 @@ def test_kube_inventory_counts_an_unserved_dra_kind_as_listed() -> None:
     api = FakeApi()
     for kind in ("Node", "Pod", "Namespace"):
         api.lists[kind] = [{"items": [], "metadata": {"resourceVersion": "1"}}]
-    for kind in ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate"):
+    for kind in ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "ResourceClaim"):
         api.lists[kind] = [Unavailable(f"{kind}: Not Found")]  # type: ignore[index]
         api.watches[kind] = []  # type: ignore[index]
     inv = KubeInventory(CFG, api=api, dra=True)

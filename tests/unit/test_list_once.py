@@ -56,7 +56,7 @@ def priority_class(name: str, value: int, rv: int) -> dict[str, Any]:
 
 
 def scripted() -> FakeApi:
-    """Nodes and Pods over two pages each; DeviceClass and ResourceClaimTemplate not served (404)."""
+    """Nodes and Pods over two pages each; DeviceClass, ResourceClaimTemplate, ResourceClaim not served (404)."""
     api = FakeApi()
     api.lists["Node"] = [page([shared_node("a", 4, 11)], 20, cont="node-2"), page([shared_node("b", 2, 12)], 20)]
     api.lists["Pod"] = [
@@ -66,7 +66,7 @@ def scripted() -> FakeApi:
     api.lists["Namespace"] = [page([namespace("ml", "warn", rv=16), namespace("free", rv=17)], 22)]
     api.lists[PRIORITY_KIND] = [page([priority_class("high", 1000, 18)], 23)]
     api.lists["ResourceSlice"] = [page([], 24)]
-    for kind in ("DeviceClass", "ResourceClaimTemplate"):
+    for kind in ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim"):
         api.lists[kind] = [Unavailable(f"{kind}: 404 Not Found")]
     for kind in (*DRA_KINDS, PRIORITY_KIND):
         api.watches[kind] = []

@@ -336,3 +336,28 @@ def node_vendor_gpus(labels: dict[str, str], capacity: Any, allocatable: Any) ->
                           count=count, topology=topology,
                           cores=_cores(v, cap, alloc, n_cap or count, count, vram, token))
     return None
+
+
+@dataclass(frozen=True)
+class DraDriver:
+    """A vendor's DRA driver: the ``type`` attribute values of its whole GPUs and partitions, and the profile's."""
+
+    vendor: str
+    driver: str
+    full_types: tuple[str, ...]
+    partition_types: tuple[str, ...]
+    profile_attribute: str
+
+
+@cache
+def dra_driver_rows() -> dict[str, DraDriver]:
+    """The vendors' DRA drivers by driver name (the ``dra:`` rows of webhook/data/accelerators.yaml)."""
+    text = resources.files("webhook").joinpath("data/accelerators.yaml").read_text(encoding="utf-8")
+    out = {}
+    for name, row in (yaml.safe_load(text) or {}).items():
+        dra = row.get("dra") if isinstance(row, dict) else None
+        if isinstance(dra, dict) and isinstance(dra.get("driver"), str):
+            out[dra["driver"]] = DraDriver(str(name), dra["driver"], tuple(dra.get("full_types") or ()),
+                                           tuple(dra.get("partition_types") or ()),
+                                           str(dra.get("profile_attribute") or "profile"))
+    return out

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field, replace
+from functools import cache, lru_cache
 from typing import Any
 
 from ..units.quantity import MIB, QuantityError, parse_size_bytes
+from .accelerators import dra_driver_rows
 
 NVIDIA_DRIVER = "gpu.nvidia.com"
 API_GROUP = "resource.k8s.io"
@@ -64,12 +65,20 @@ class Device:
     def label(self) -> str:
         """How a message names it: "NVIDIA A100-SXM4-80GB" or "NVIDIA A100-SXM4-80GB MIG 1g.10gb"."""
         base = self.product or self.name
-        return f"{base} MIG {self.profile}" if self.profile else base
+        return f"{base} {driver_traits(self.driver).partition_word} {self.profile}" if self.profile else base
 
     @property
     def driver_major(self) -> int | None:
+        """The NVIDIA driver's major version (for the CUDA check); None for drivers whose version is another's."""
+        if not driver_traits(self.driver).cuda:
+            return None
         head = self.driver_version.split(".", 1)[0]
         return int(head) if head.isdigit() else None
+
+    @property
+    def full(self) -> bool:
+        """A whole GPU, not a MIG slice or partition (untyped devices count as whole)."""
+        return self.type in ("", *driver_traits(self.driver).full_types)
 
     def attribute(self, domain: str, name: str) -> str | int | bool | None:
         if domain and domain != self.driver:
@@ -80,6 +89,47 @@ class Device:
         if domain and domain != self.driver:
             return None
         return dict(self.capacity).get(name)
+
+
+# ---- what each driver's attributes mean -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DriverTraits:
+    """How a DRA driver's devices say what they are: whole GPU or partition, its profile, its driver version."""
+
+    full_types: tuple[str, ...]  # "type" values of a whole GPU
+    partition_types: tuple[str, ...]  # "type" values of a MIG slice or partition
+    profile_attribute: str  # the attribute that names a partition's profile
+    partition_word: str  # how a message names a partition: "MIG", "partition"
+    cuda: bool  # driverVersion is the NVIDIA driver's (feeds the CUDA check)
+
+
+# NVIDIA's dra-driver-nvidia-gpu: type gpu / mig, MIG "profile", driverVersion the NVIDIA driver's.
+_NVIDIA_TRAITS = DriverTraits(("gpu",), ("mig",), "profile", "MIG", True)
+
+
+@cache
+def driver_traits(driver: str) -> DriverTraits:
+    """The traits of a driver: NVIDIA's, a vendor's from webhook/data/accelerators.yaml (``dra:``), else NVIDIA's.
+
+    A driver the config adds (``labels.dra_drivers``) that the table does not know is read as NVIDIA's is.
+    """
+    if driver == NVIDIA_DRIVER:
+        return _NVIDIA_TRAITS
+    row = dra_driver_rows().get(driver)
+    if row is None:
+        return _NVIDIA_TRAITS
+    return DriverTraits(tuple(row.full_types), tuple(row.partition_types), row.profile_attribute, "partition", False)
+
+
+def _profile(attrs: Mapping[str, str | int | bool], driver: str) -> str:
+    """A MIG slice's or partition's profile ("1g.10gb", "cpx_nps4"); "" for a whole GPU."""
+    traits = driver_traits(driver)
+    kind = attrs.get("type", traits.partition_types[0] if traits.partition_types else "")
+    if kind not in traits.partition_types:
+        return ""
+    return str(attrs.get(traits.profile_attribute, ""))
 
 
 def _qualified(name: str, driver: str) -> str:
@@ -142,7 +192,7 @@ def _device(raw: dict[str, Any], driver: str, pool: str, node: str) -> Device:
         memory_mib=memory // MIB if memory else 0,
         driver_version=str(attrs.get("driverVersion", "")),
         cuda_driver_version=str(attrs.get("cudaDriverVersion", "")),
-        profile=str(attrs.get("profile", "")) if attrs.get("type", "mig") == "mig" else "",
+        profile=_profile(attrs, driver),
         shared=body.get("allowMultipleAllocations") is True,
         taint=_taint(body.get("taints")),
         attributes=tuple(sorted(attrs.items())),
@@ -207,7 +257,7 @@ def summarize(devices: Iterable[Device]) -> NodeDevices | None:
     devs = list(devices)
     if not devs:
         return None
-    full = [d for d in devs if d.type in ("gpu", "")] or devs
+    full = [d for d in devs if d.full] or devs
     top = max(full, key=lambda d: d.memory_mib)
     major = next((d.driver_major for d in devs if d.driver_major is not None), None)
     return NodeDevices(top.memory_mib, top.product, len(full), major)
@@ -286,10 +336,30 @@ def _pick(a: str | None, b: str | None) -> str:
 
 
 _SHAPES = (_DRIVER_RE, _ATTR_RE, _ATTR_BOOL_RE, _CAP_RE)
+# CEL's other spellings of the same clauses: an index for a field (KServe's managed-DRA sample writes
+# ``device.attributes['gpu.nvidia.com']['type']``), and the NIM Operator's parenthesised capacity
+# (``(device.capacity["gpu.nvidia.com"].memory).compareTo(quantity("40Gi")) >= 0``, internal/k8sutil/cel/cel.go).
+_INDEX_RE = re.compile(
+    rf"""^(device\.(?:attributes|capacity){_DOMAIN})\[\s*(?:"([A-Za-z_][\w-]*)"|'([A-Za-z_][\w-]*)')\s*\]""")
+_PAREN_CAP_RE = re.compile(rf"""^\(\s*(device\.capacity{_DOMAIN}\.[A-Za-z_][\w-]*)\s*\)(\.compareTo\()""")
+
+
+@lru_cache(maxsize=4096)  # per device and clause on the extender's path: the same few clauses over and over
+def canonical_clause(clause: str) -> str:
+    """A clause as the shapes above spell it: ``x['name']`` read as ``x.name``, ``(x).compareTo`` as ``x.compareTo``."""
+    text = clause.strip()
+    m = _INDEX_RE.match(text)
+    if m is not None:
+        text = f"{m.group(1)}.{_pick(m.group(4), m.group(5))}{text[m.end():]}"
+    m = _PAREN_CAP_RE.match(text)
+    if m is not None:
+        text = f"{m.group(1)}{m.group(4)}{text[m.end():]}"
+    return text
 
 
 def _clause(clause: str, device: Device) -> bool | None:
     """True/False when the clause is one of the understood shapes, None when it is not."""
+    clause = canonical_clause(clause)
     if (m := _DRIVER_RE.match(clause)) is not None:
         same = device.driver == _pick(m.group(2), m.group(3))
         return same if m.group(1) == "==" else not same
@@ -311,6 +381,12 @@ def _clause(clause: str, device: Device) -> bool | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # parsed once per expression, not once per device and scheduling cycle
+def _clauses(expression: str) -> tuple[str, ...] | None:
+    split = _split_and(_strip(expression))
+    return None if split is None else tuple(split)
+
+
 @dataclass(frozen=True)
 class Selector:
     """One CEL selector expression."""
@@ -319,7 +395,7 @@ class Selector:
 
     def matches(self, device: Device) -> tuple[bool, str | None]:
         """(may match, the clause not understood if any). A clause that is false decides: no match."""
-        clauses = _split_and(_strip(self.expression))
+        clauses = _clauses(self.expression)
         if clauses is None:
             return True, self.expression
         unknown = None
@@ -333,10 +409,10 @@ class Selector:
 
     def unread(self) -> list[str]:
         """The clauses vramgate does not understand (taken as "may match")."""
-        clauses = _split_and(_strip(self.expression))
+        clauses = _clauses(self.expression)
         if clauses is None:
             return [self.expression]
-        return [c for c in clauses if not any(r.match(c) for r in _SHAPES)]
+        return [c for c in clauses if not any(r.match(canonical_clause(c)) for r in _SHAPES)]
 
 
 def _selectors(raw: Any) -> tuple[Selector, ...]:
@@ -365,6 +441,8 @@ KNOWN_CLASSES: Mapping[str, DeviceClass] = {
         "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"),)),
     "mig.nvidia.com": DeviceClass("mig.nvidia.com", (Selector(
         "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"),)),
+    # ROCm/k8s-gpu-dra-driver helm-charts-k8s/templates/deviceclass.yaml (commit 2622427)
+    "gpu.amd.com": DeviceClass("gpu.amd.com", (Selector("device.driver == 'gpu.amd.com'"),)),
 }
 
 
@@ -475,6 +553,15 @@ class DraView:
         return found
 
 
+def with_templates(view: DraView, namespace: str, templates: Iterable[tuple[str, Mapping[str, Any]]]) -> DraView:
+    """The view with the ResourceClaimTemplates an operator makes for a workload (name, claim spec) in ``namespace``.
+
+    They are what the operator will create from the workload's own fields, so they win over older copies in view.
+    """
+    added = {(namespace, name): dict(spec) for name, spec in templates}
+    return replace(view, templates={**view.templates, **added}) if added else view
+
+
 def dra_view(objects: Iterable[Mapping[str, Any]], drivers: Iterable[str] = (NVIDIA_DRIVER,),
              base: DraView | None = None) -> DraView:
     """Add the DeviceClasses, ResourceClaims and ResourceClaimTemplates among ``objects`` to ``base``."""
@@ -570,9 +657,9 @@ def memory_floor_mib(selectors: Iterable[Selector]) -> int | None:
     """The largest memory lower bound among ``>= 0`` memory selectors, in MiB."""
     floor = None
     for s in selectors:
-        clauses = _split_and(_strip(s.expression)) or []
+        clauses = _clauses(s.expression) or ()
         for c in clauses:
-            m = _MINE_RE.match(c)
+            m = _MINE_RE.match(canonical_clause(c))
             if m:
                 want = quantity_bytes(_pick(m.group(3), m.group(4)))
                 if want is not None:
@@ -619,8 +706,13 @@ def _refs(container: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def pod_claims(spec: Mapping[str, Any], namespace: str, view: DraView) -> PodClaims | None:
-    """GPUs a pod (or template) asks for through ``spec.resourceClaims`` that its containers use, or None."""
+def pod_claims(spec: Mapping[str, Any], namespace: str, view: DraView,
+               generated: Mapping[str, str] | None = None) -> PodClaims | None:
+    """GPUs a pod (or template) asks for through ``spec.resourceClaims`` that its containers use, or None.
+
+    ``generated`` (a Pod's ``status.resourceClaimStatuses``: claim name → ResourceClaim) names the claims made
+    from the pod's templates; where such a claim is in view it is read instead of the template it came from.
+    """
     raw = spec.get("resourceClaims")
     if not isinstance(raw, list) or not raw:
         return None
@@ -636,7 +728,13 @@ def pod_claims(spec: Mapping[str, Any], namespace: str, view: DraView) -> PodCla
             kind, target = CLAIM_KIND, str(ref["resourceClaimName"])
         else:
             continue
-        claim_spec = view.lookup(kind, namespace, target)
+        claim_spec = None
+        made = (generated or {}).get(name)
+        if made and kind == TEMPLATE_KIND:
+            claim_spec = view.lookup(CLAIM_KIND, namespace, made)
+            kind, target = (CLAIM_KIND, made) if claim_spec is not None else (kind, target)
+        if claim_spec is None:
+            claim_spec = view.lookup(kind, namespace, target)
         if claim_spec is None:
             by_claim[name] = (Request(claim=name, name="", class_name=""),)
             warnings.append(f"claim {name}: {kind} {target} is not in view; counted as 1 device of unknown kind "
@@ -679,6 +777,20 @@ def pod_claims(spec: Mapping[str, Any], namespace: str, view: DraView) -> PodCla
             warnings.append(f"claim {r.claim} request {r.name}: allocationMode All; judged as at least 1 device")
     gpus = max(sum(r.count for r in requests), init)
     return PodClaims(gpus, tuple(users), requests, tuple(warnings))
+
+
+def claims_vendor(requests: Iterable[Request]) -> str | None:
+    """The vendor (webhook/data/accelerators.yaml) whose DRA driver every request names, or None (NVIDIA, mixed,
+    or unsaid): a claim on ``gpu.amd.com`` devices asks for AMD GPUs as ``amd.com/gpu`` does."""
+    rows = dra_driver_rows()
+    found: set[str] = set()
+    for req in requests:
+        texts = [req.class_name, *(s.expression for c in req.choices() for s in c.selectors)]
+        named = {d for d in (*rows, NVIDIA_DRIVER) if any(d in t for t in texts)}
+        if len(named) != 1 or NVIDIA_DRIVER in named:
+            return None
+        found.add(rows[named.pop()].vendor)
+    return found.pop() if len(found) == 1 else None
 
 
 def with_memory_request(body: dict[str, Any], need_mib: int) -> bool:

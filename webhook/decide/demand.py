@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cluster.accelerators import NVIDIA, generic_model_note, resource_of, vendors
-from ..cluster.dra import DraView, Request, pod_claims
+from ..cluster.dra import DraView, Request, claims_vendor, pod_claims, with_templates
 from ..cluster.dra_extended import extended_request, gpu_resources
 from ..cluster.mig import profile_of
 from ..config import Config, PlacementMode
@@ -447,9 +447,12 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         raise DeclarationError("spec", "", str(exc)) from None
     claimed = None
     if gpus == 0 and view.spec.get("resourceClaims"):
-        claimed = pod_claims(view.spec, view.namespace or "", dra or _NO_DRA)
+        # The templates an operator makes from its own fields are read as if they were in the cluster already.
+        seen = with_templates(dra or _NO_DRA, view.namespace or "", view.claim_templates)
+        claimed = pod_claims(view.spec, view.namespace or "", seen, dict(view.generated_claims))
     if claimed is not None:
         gpus, containers = claimed.gpus, list(claimed.containers)
+        vendor = claims_vendor(claimed.requests) or vendor
     if gpus == 0:
         return None
     ann = view.annotations

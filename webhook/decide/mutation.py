@@ -443,7 +443,9 @@ def mutate_claim(claim: dict[str, Any], judgement: Judgement, config: Config) ->
     out = _copy(claim)
     changed = False
     for req in demand.claims:
-        texts = " ".join(sel.expression for choice in req.choices() for sel in choice.selectors)
+        # The driver whose memory the selector names: from the selectors (the class's folded in), else the class name.
+        texts = " ".join([*(sel.expression for choice in req.choices() for sel in choice.selectors),
+                          *(choice.class_name for choice in req.choices())])
         driver = next((d for d in drivers if d in texts), drivers[0] if drivers else "gpu.nvidia.com")
         for body in _request_bodies(out, {req.name}):
             changed = with_memory_selector(body, floor, driver) or changed

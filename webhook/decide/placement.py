@@ -118,8 +118,9 @@ def for_claims(need: Need, node: NodeGPUs) -> NodeGPUs:
         return node
     devices = _matched(need.claims, node)
     if not devices:
+        # A node's MIG slices under the mixed strategy are device-plugin resources: no claim gets them either.
         return replace(node, capacity=0, allocatable=0, labelled=False, plugin_missing=False, labelled_count=0,
-                       vram_mib=0, dra=(), unhealthy_gpus=0)
+                       vram_mib=0, dra=(), unhealthy_gpus=0, mig_profiles=())
     return replace(node, **_as_devices(need, node, devices))
 
 

@@ -23,6 +23,7 @@ from .view import (
     PodView,
     Role,
     RoleSet,
+    WorkloadError,
     as_dict,
     count,
     engine_flags,
@@ -83,6 +84,11 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         return RoleSet(kind, name, (Role("inference", view, 1, replicas),))
     preset = as_dict(inference.get("preset")).get("name") or as_dict(as_dict(body.get("tuning")).get("preset")).get(
         "name")
+    partition = as_dict(resource.get("partition"))
+    if isinstance(preset, str) and preset and partition and not instance and not body.get("tuning"):
+        selector = as_dict(as_dict(obj.get("spec")).get("labelSelector")) if kind == "InferenceSet" else \
+            as_dict(resource.get("labelSelector"))
+        return _partitioned(kind, ns, name, meta, preset, partition, selector, inference, ctx, replicas, prefix)
     if isinstance(preset, str) and preset and instance and not body.get("tuning"):
         # KAITO's preset pods run the model with vLLM over every GPU of each node it provisions (TP = GPUs per
         # node, PP over the nodes): judged on that instance type, never against today's nodes.
@@ -98,3 +104,45 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
     warning = (f"{ref}: KAITO preset {preset or '?'} ({what}) {on}: KAITO sizes the nodes and the engine flags "
                "itself; vramgate judges the pods it creates")
     return RoleSet(kind, name, (), (warning,))
+
+
+# resource.partition (kaito-project/kaito at 056b828; BYO nodes only, validatePartition): api/v1beta1/
+# workspace_types.go PartitionSpec {mode: mig|accelerator, profile, count}; pkg/workspace/inference/
+# preset_inferences.go: getGPUConfig (mig: utils.GetMIGGPUConfig, one slice; accelerator: the node's config scaled
+# to count GPUs, sku.ScaleGPUConfigToCount) and the preset pod's resources — ``nvidia.com/mig-<profile>``
+# (mig.MIGResourceName, the device plugin's mixed strategy) or ``nvidia.com/gpu`` — with a required node
+# affinity on the labelSelector's matchLabels (SanitizedMatchLabels); pkg/model/interface.go
+# buildVLLMInferenceCommand: ``--max-model-len auto``, ``--gpu-memory-utilization 0.84``; configureParallelism:
+# data parallel when one GPU holds the model, else tensor parallel over the GPUs (judged as TP: the weaker need).
+_MIG_PREFIX = "nvidia.com/mig-"  # KAITO's mig.MIGResourcePrefix
+_KAITO_UTILIZATION = "0.84"  # defaultGPUMemoryUtilization
+
+
+def _partitioned(kind: str, ns: str, name: str, meta: dict[str, Any], preset: str, partition: dict[str, Any],
+                 selector: dict[str, Any], inference: dict[str, Any], ctx: Context, replicas: int,
+                 prefix: str) -> RoleSet:
+    """A preset on a partition of today's (BYO) nodes: the vLLM pod KAITO runs there, judged on those nodes."""
+    ref = f"{kind.lower()}/{name}"
+    mode = partition.get("mode")
+    where = f"{prefix}resource.partition"
+    if mode == "mig":
+        profile = partition.get("profile")
+        if not isinstance(profile, str) or not profile:
+            raise WorkloadError(f"{where}.profile: a MIG profile (1g.10gb, 2g.20gb, …) is required with mode mig")
+        resource, gpus = f"{_MIG_PREFIX}{profile}", 1
+    elif mode == "accelerator":
+        resource, gpus = "nvidia.com/gpu", count(partition.get("count"), 1, f"{where}.count", minimum=1)
+    else:
+        raise WorkloadError(f"{where}.mode={mode!r}: KAITO supports mig and accelerator")
+    flags, warnings = _config_flags(inference.get("config"), ctx, ref)
+    command = ["vllm", "serve", preset, "--max-model-len", "auto", "--gpu-memory-utilization", _KAITO_UTILIZATION]
+    if gpus > 1:
+        command += ["--tensor-parallel-size", str(gpus)]
+    pod: dict[str, Any] = {"containers": [{"name": "inference", "image": "mcr.microsoft.com/aks/kaito/kaito-base",
+                                           "command": [*command, *flags],
+                                           "resources": {"limits": {resource: str(gpus)}}}]}
+    labels = {str(k): str(v) for k, v in as_dict(selector.get("matchLabels")).items()}
+    if labels:
+        pod["nodeSelector"] = labels
+    view = PodView(kind, ns, name, inherit_annotations({}, meta), pod, "inference", 1)
+    return RoleSet(kind, name, (Role("inference", view, 1, replicas),), tuple(warnings))

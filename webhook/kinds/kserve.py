@@ -25,6 +25,7 @@ from typing import Any
 
 from .runtimes import Context
 from .view import (
+    DeclaredValueError,
     PodView,
     Role,
     RoleSet,
@@ -419,6 +420,7 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
     model_name = served or (model.get("name") if isinstance(model.get("name"), str) else None)
     out: list[Role] = []
     warnings: list[str] = []
+    managed = managed_dra(as_dict(meta.get("annotations")), name)
     prefill = spec.get("prefill")
     has_prefill = isinstance(prefill, dict) and bool(prefill)
     for role, part in (("decode" if has_prefill else "", spec), ("prefill", prefill)):
@@ -450,15 +452,18 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
         pod_meta = inherit_annotations({"annotations": as_dict(part.get("annotations")),
                                         "labels": as_dict(part.get("labels"))}, meta)
         label = role if part.get("worker") is None else f"{role} leader".strip()
-        out.append(Role(label, PodView(kind, ns, name, pod_meta, pod, label, group), group, replicas))
+        claims = _inject_managed_dra(pod, managed, warnings, f"{kind.lower()}/{name} ({where}.template)")
+        out.append(Role(label, PodView(kind, ns, name, pod_meta, pod, label, group, claim_templates=claims), group,
+                        replicas))
         worker = part.get("worker")
         if isinstance(worker, dict) and size > 1:
             w_pod = copied(worker)
             w_pod["containers"] = [_llm_main(c, model_name, flags) for c in as_list(w_pod.get("containers"))
                                    if isinstance(c, dict)]
             w_label = f"{role} worker".strip()
-            out.append(Role(w_label, PodView(kind, ns, name, pod_meta, w_pod, w_label, group), group,
-                            replicas * (size - 1)))
+            w_claims = _inject_managed_dra(w_pod, managed, warnings, f"{kind.lower()}/{name} ({where}.worker)")
+            out.append(Role(w_label, PodView(kind, ns, name, pod_meta, w_pod, w_label, group,
+                                             claim_templates=w_claims), group, replicas * (size - 1)))
     if model_name is None and not isinstance(uri, str):
         warnings.append(f"{kind.lower()}/{name}: spec.model.uri is missing")
     return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)
@@ -503,3 +508,67 @@ def _llm_main(container: dict[str, Any], model: str | None, flags: list[str]) ->
     args = ["vllm", "serve", model, *flags, *extra_words]
     return {"image": "ghcr.io/llm-d/llm-d-cuda", **container, "command": [], "args": [*args, *as_list(
         container.get("args"))]}
+
+
+# --- LLMInferenceService: Managed DRA -----------------------------------------------------------------
+# Since KServe v0.20.0 (0c5166a, #5352; older releases ignore the annotations). kserve/kserve at aaac4e2:
+# pkg/controller/v1alpha2/llmisvc/managed_dra.go (expectedManagedDRATemplate,
+# buildDeviceRequests, injectManagedDRA, targetContainerForDRA), pkg/validation/managed_dra.go (how each annotation
+# is read), pkg/constants/constants.go, docs/samples/llmisvc/managed-dra/. With ``exp-dra-device-class`` set, the
+# controller creates the ResourceClaimTemplate ``<name>-managed-dra`` with one request ``device``: exactly
+# {deviceClassName, count (when > 1), selectors: one CEL expression per non-empty line of exp-dra-cel-selector},
+# and puts the pod claim ``managed-device`` on every pod template (template, worker, prefill's), used by the
+# container exp-dra-container-name names (else the first).
+_DRA_PREFIX = "serving.kserve.io/exp-dra-"
+MANAGED_DRA_CLAIM, MANAGED_DRA_SUFFIX = "managed-device", "-managed-dra"
+
+
+def managed_dra(annotations: dict[str, Any], name: str) -> tuple[str, dict[str, Any], str] | None:
+    """(template name, ResourceClaimSpec, target container or "") of an LLMInferenceService's Managed DRA, or None.
+
+    Raises DeclaredValueError for an annotation KServe's own webhook refuses (ValidateManagedDRAAnnotations).
+    """
+    device_class = annotations.get(f"{_DRA_PREFIX}device-class")
+    if device_class is None:
+        return None
+    cls = str(device_class).strip()
+    if not cls:
+        raise DeclaredValueError(f"{_DRA_PREFIX}device-class must not be empty")
+    raw_count = str(annotations.get(f"{_DRA_PREFIX}device-count", "")).strip()
+    if raw_count and not (raw_count.isdigit() and int(raw_count) >= 1):
+        raise DeclaredValueError(f"{_DRA_PREFIX}device-count={raw_count!r}: must be an integer >= 1")
+    exactly: dict[str, Any] = {"deviceClassName": cls}
+    if raw_count and int(raw_count) > 1:
+        exactly["count"] = int(raw_count)
+    lines = [ln.strip() for ln in str(annotations.get(f"{_DRA_PREFIX}cel-selector", "")).split("\n") if ln.strip()]
+    if lines:
+        exactly["selectors"] = [{"cel": {"expression": ln}} for ln in lines]
+    # kmeta.ChildName: name + suffix (a longer name is shortened with a hash; the name only ties pod to template).
+    template = f"{name}{MANAGED_DRA_SUFFIX}"
+    target = str(annotations.get(f"{_DRA_PREFIX}container-name", "")).strip()
+    return template, {"devices": {"requests": [{"name": "device", "exactly": exactly}]}}, target
+
+
+def _inject_managed_dra(pod: dict[str, Any], managed: tuple[str, dict[str, Any], str] | None, warnings: list[str],
+                        where: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """Put the managed claim on one pod spec as injectManagedDRA does; the template it names, for the DRA view."""
+    if managed is None:
+        return ()
+    template, claim_spec, target = managed
+    claims = [c for c in as_list(pod.get("resourceClaims")) if isinstance(c, dict)]
+    if not any(c.get("name") == MANAGED_DRA_CLAIM for c in claims):
+        claims.append({"name": MANAGED_DRA_CLAIM, "resourceClaimTemplateName": template})
+    pod["resourceClaims"] = claims
+    containers = [c for c in as_list(pod.get("containers")) if isinstance(c, dict)]
+    chosen = next((c for c in containers if c.get("name") == target), None) if target else \
+        (containers[0] if containers else None)
+    if chosen is None:
+        warnings.append(f"{where}: {_DRA_PREFIX}container-name {target!r} names no container; KServe puts the "
+                        "managed claim on none, so no container gets its devices")
+        return ((template, claim_spec),)
+    resources = as_dict(chosen.get("resources"))
+    refs = [r for r in as_list(resources.get("claims")) if isinstance(r, dict)]
+    if not any(r.get("name") == MANAGED_DRA_CLAIM for r in refs):
+        refs.append({"name": MANAGED_DRA_CLAIM})
+    chosen["resources"] = {**resources, "claims": refs}
+    return ((template, claim_spec),)

@@ -63,4 +63,17 @@ def pod_view(obj: Any, namespace: str | None = None) -> PodView | None:
         raise WorkloadError(f"{kind} has no pod spec")
     if not isinstance(pod_meta, dict):
         raise WorkloadError("pod template metadata must be a mapping")
-    return PodView(kind=kind, namespace=ns, name=name, meta=pod_meta, spec=spec)
+    return PodView(kind=kind, namespace=ns, name=name, meta=pod_meta, spec=spec,
+                   generated_claims=_generated_claims(obj) if path is None else ())
+
+
+def _generated_claims(pod: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A Pod's ``status.resourceClaimStatuses``: the ResourceClaim the resourceclaim controller made per template
+    claim (``{name, resourceClaimName}``, k8s.io/api core/v1 PodResourceClaimStatus)."""
+    status = pod.get("status")
+    raw = status.get("resourceClaimStatuses") if isinstance(status, dict) else None
+    out = []
+    for s in raw if isinstance(raw, list) else []:
+        if isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("resourceClaimName"), str):
+            out.append((s["name"], s["resourceClaimName"]))
+    return tuple(out)

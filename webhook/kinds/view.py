@@ -42,6 +42,11 @@ class PodView:
     # The instance type an operator provisions this pod's nodes as (KAITO's resource.instanceType): the pod
     # is judged on that instance type, not on today's nodes (decide/provisioned.py).
     provisioned: str = ""
+    # ResourceClaimTemplates the operator creates for this pod from its own fields (KServe's managed DRA, the NIM
+    # Operator's claimCreationSpec): (name, ResourceClaimSpec), read as if they were in the cluster already.
+    claim_templates: tuple[tuple[str, dict[str, Any]], ...] = ()
+    # A Pod's status.resourceClaimStatuses: its claim's name → the ResourceClaim made for it from its template.
+    generated_claims: tuple[tuple[str, str], ...] = ()
 
     @property
     def annotations(self) -> dict[str, str]:

@@ -33,7 +33,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 import orjson
@@ -48,11 +48,13 @@ from .heap import Settler
 
 log = logging.getLogger("vramgate.nodecache")
 
-Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "PriorityClass"]
+Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "ResourceClaim",
+               "PriorityClass"]
 KINDS: tuple[Kind, ...] = ("Node", "Pod", "Namespace")
-# resource.k8s.io/v1 (Kubernetes 1.34+): where DRA drivers publish GPUs, and what pods' claims refer to. A
-# cluster that does not serve them (404) counts as listed, with none.
-DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate")
+# resource.k8s.io/v1 (Kubernetes 1.34+): where DRA drivers publish GPUs, and what pods' claims refer to (the
+# templates, and the claims: pre-created ones a pod names by resourceClaimName, and those made for a pod from its
+# template). A cluster that does not serve them (404) counts as listed, with none.
+DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "ResourceClaim")
 # PriorityClasses: the value and preemption policy the Priority admission plugin will give a Pod of each class, so
 # the mutation can set them as it would and the plugin's re-run changes nothing (no second mutating call).
 PRIORITY_KIND: Kind = "PriorityClass"
@@ -122,6 +124,14 @@ def _dra_key(obj: dict[str, Any]) -> str | None:
     return f"{ns}/{meta['name']}" if isinstance(ns, str) and ns else str(meta["name"])
 
 
+def _claim_part(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the inventory keeps of a ResourceClaim: its name, namespace and spec (not its status or managedFields)."""
+    raw = obj.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    keep = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+    return {"kind": "ResourceClaim", "metadata": keep, "spec": obj.get("spec")}
+
+
 def _pod_key(obj: dict[str, Any]) -> str | None:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
@@ -155,6 +165,9 @@ class InventoryState:
         self._base: dict[str, NodeGPUs] = {}
         self._devices: dict[str, tuple[Device, ...]] = {}
         self._dra_view = DraView(drivers=tuple(config.labels.dra_drivers))
+        # ResourceClaims as the DRA view holds them, (namespace, name) → claim spec, and each one's key.
+        self._claim_specs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._claim_keys: dict[str, tuple[str, str]] = {}
         # nodes
         self._nodes: dict[str, NodeGPUs] = {}
         self._node_rv: dict[str, int | None] = {}  # last applied RV per node; tombstones for deleted ones
@@ -248,7 +261,8 @@ class InventoryState:
             for obj in items:
                 key = _dra_key(obj) if isinstance(obj, dict) else None
                 if key is not None:
-                    objs[key] = {**obj, "kind": kind}  # list items carry no kind
+                    # list items carry no kind; of a claim only what is judged is kept
+                    objs[key] = _claim_part(obj) if kind == "ResourceClaim" else {**obj, "kind": kind}
                     self._dra_rv[(kind, key)] = rv_number(resource_version(obj))
             self._dra_rv = {k: v for k, v in self._dra_rv.items() if k[0] != kind or k[1] in objs}
             self._dra[kind] = objs
@@ -329,8 +343,16 @@ class InventoryState:
             if _stale(new, self._dra_rv.get((kind, key))):
                 return "stale"
             self._dra_rv[(kind, key)] = new
-            self._dra[kind][key] = {**obj, "kind": kind}
-            self._dra_changed(kind)
+            if kind == "ResourceClaim":
+                # Only a claim's spec is judged, and it is immutable: its status writes (allocation, reservedFor)
+                # change nothing here, so they rebuild nothing.
+                old = self._dra[kind].get(key)
+                self._dra[kind][key] = _claim_part(obj)
+                if old is not None and old.get("spec") == obj.get("spec"):
+                    return "applied"
+            else:
+                self._dra[kind][key] = {**obj, "kind": kind}
+            self._dra_changed(kind, key)
             return "applied"
         if kind == PRIORITY_KIND:
             name = _name(obj)
@@ -353,7 +375,7 @@ class InventoryState:
             self._dra_rv[(kind, key)] = new  # tombstone until the next re-list
             if self._dra[kind].pop(key, None) is None:
                 return "unchanged"
-            self._dra_changed(kind)
+            self._dra_changed(kind, key)
             return "applied"
         if kind == PRIORITY_KIND:
             name = _name(obj)
@@ -455,7 +477,7 @@ class InventoryState:
 
     # ---- DRA -------------------------------------------------------------------------------
 
-    def _dra_changed(self, kind: Kind) -> None:
+    def _dra_changed(self, kind: Kind, key: str | None = None) -> None:
         """Re-derive what a DRA kind feeds: the nodes' devices (slices) or the classes and templates view."""
         drivers = self.config.labels.dra_drivers
         if kind == "ResourceSlice":
@@ -468,9 +490,25 @@ class InventoryState:
                     self._set_node(name, with_devices(base, devices.get(name, ())), self._node_version.get(name),
                                    self._node_rv.get(name))
             self._devices = dict(devices)
+        elif kind == "ResourceClaim":
+            # One claim per pod: updated by key (a copy of the table, not a re-read of every claim).
+            objs = self._dra[kind]
+            keys = [key] if key is not None else None
+            if keys is None:
+                self._claim_keys, self._claim_specs = {}, {}
+                keys = list(objs)
+            for k in keys:
+                old = self._claim_keys.pop(k, None)
+                if old is not None:
+                    self._claim_specs.pop(old, None)
+                got = dra_view([objs[k]], drivers).claims if k in objs else {}
+                for where, spec in got.items():
+                    self._claim_keys[k], self._claim_specs[where] = where, spec
+            self._dra_view = replace(self._dra_view, claims=dict(self._claim_specs))
         else:
-            self._dra_view = dra_view([*self._dra["DeviceClass"].values(),
-                                       *self._dra["ResourceClaimTemplate"].values()], drivers)
+            self._dra_view = replace(dra_view([*self._dra["DeviceClass"].values(),
+                                               *self._dra["ResourceClaimTemplate"].values()], drivers),
+                                     claims=dict(self._claim_specs))
         self._dirty = True
 
     # ---- pods ------------------------------------------------------------------------------
@@ -642,6 +680,7 @@ class KubeApi:
             "Node": core.list_node, "Pod": core.list_pod_for_all_namespaces, "Namespace": core.list_namespace,
             "ResourceSlice": res.list_resource_slice, "DeviceClass": res.list_device_class,
             "ResourceClaimTemplate": res.list_resource_claim_template_for_all_namespaces,
+            "ResourceClaim": res.list_resource_claim_for_all_namespaces,
             PRIORITY_KIND: self._scheduling.list_priority_class,
         }
         fn = calls[kind]

@@ -108,3 +108,12 @@ def test_llmisvc_pipeline_parallel_on_one_node_is_warned_about(capsys: pytest.Ca
     del obj["spec"]["worker"]
     obj["spec"]["template"]["containers"][0]["command"] = ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"]
     assert not any("6044" in w for w in roles(obj).warnings)  # type: ignore[union-attr]
+
+
+def test_every_published_kind_fixture_says_where_it_comes_from() -> None:
+    files = sorted((FIXTURES / "kinds").glob("*/*.yaml"))
+    assert len(files) >= 15
+    for path in files:
+        head = path.read_text().splitlines()[:2]
+        assert head[0].startswith("# source: ") and any(line.startswith("# licence: ") for line in
+                                                         path.read_text().splitlines()[:6]), path

@@ -108,3 +108,25 @@ def test_llmisvc_pipeline_parallel_on_one_node_is_warned_about(capsys: pytest.Ca
     del obj["spec"]["worker"]
     obj["spec"]["template"]["containers"][0]["command"] = ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"]
     assert not any("6044" in w for w in roles(obj).warnings)  # type: ignore[union-attr]
+
+
+def test_every_published_kind_fixture_says_where_it_comes_from() -> None:
+    files = sorted((FIXTURES / "kinds").glob("*/*.yaml"))
+    assert len(files) >= 15
+    for path in files:
+        head = path.read_text().splitlines()[:2]
+        assert head[0].startswith("# source: ") and any(line.startswith("# licence: ") for line in
+                                                         path.read_text().splitlines()[:6]), path
+
+
+def test_admission_fills_the_group_an_object_leaves_out_from_the_request() -> None:
+    from webhook.serve.admission.decision import _with_kind
+
+    req: Any = {"kind": {"group": "ome.io", "version": "v1beta1", "kind": "InferenceService"}}
+    obj = _with_kind({"metadata": {"name": "x"}, "spec": {}}, req)
+    assert (obj["apiVersion"], obj["kind"]) == ("ome.io/v1beta1", "InferenceService")
+    assert reader_key(obj) == (("ome.io", "InferenceService"), "")
+    core: Any = {"kind": {"group": "", "version": "v1", "kind": "Pod"}}
+    assert _with_kind({}, core)["apiVersion"] == "v1"
+    kept = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService"}
+    assert _with_kind(kept, req) is kept  # what the object says is never overwritten

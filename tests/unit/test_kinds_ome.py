@@ -162,3 +162,13 @@ def test_an_inference_service_without_api_version_is_not_guessed_between_kserve_
     rs = roles({"kind": "InferenceService", "metadata": {"name": "x"},
                 "spec": {"predictor": {"containers": [{"name": "c", "image": "i"}]}}})
     assert rs is not None and any("read generically" in w for w in rs.warnings)
+
+
+def test_the_published_reranker_is_admitted(capsys: pytest.CaptureFixture[str]) -> None:
+    # Its runtime starts SGLang with --chunked-prefill-size -1 (chunked prefill off): never a rejection.
+    files = [str(HERE / n) for n in ("isvc-bge-reranker-v2-m3.yaml", "basemodel-baai-bge-reranker-v2-m3.yaml",
+                                     "runtime-baai-bge-reranker-v2-m3-rt.yaml")]
+    code = main(["check", "-f", *files, "--nodes", str(NODES / "l4x8.yaml"), "--explain"])
+    out = capsys.readouterr().out
+    assert code == 0 and "ADMIT   inferenceservice/bge-reranker-v2-m3" in out and "catalog bge-reranker-v2-m3" in out
+    assert "the only auto-select runtime visible that can match" in out, out

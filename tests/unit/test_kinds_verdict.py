@@ -235,3 +235,19 @@ def test_a_sample_with_any_part_replaced_never_raises(data: st.DataObject, garba
     path = data.draw(st.sampled_from(_paths(sample)[1:]))
     j = verdict(_replaced(sample, path, garbage), runtimes=Runtimes.of(_SAMPLES))
     assert isinstance(j.allowed, bool) and (j.allowed or j.message)
+
+
+def test_only_a_batch_job_gets_a_pod_failure_policy_never_its_volcano_namesake() -> None:
+    from webhook.decide.mutation import mutation
+
+    pod = {"restartPolicy": "Never", "containers": [{
+        "name": "c", "image": "vllm/vllm-openai:v0.11.0", "command": ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct"],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"metadata": {}, "spec": pod}}}
+    j = verdict(job)
+    assert j.allowed and j.demand is not None
+    ops, _ = mutation(job, j, CFG)
+    assert any(op["path"] == "/spec/podFailurePolicy" for op in ops)
+    volcano = {**job, "apiVersion": "batch.volcano.sh/v1alpha1"}
+    assert mutation(volcano, j, CFG) == ([], [])

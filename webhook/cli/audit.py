@@ -246,7 +246,9 @@ def _runtimes_live(api: RawApi, namespace: str) -> Runtimes:
             data = api.get(path)
         except ApiError:
             continue
-        objs.extend({"kind": kind, **i} for i in (data or {}).get("items") or [] if isinstance(i, dict))
+        # List items carry no apiVersion; the path's group files each runtime under its own group (Runtimes.of).
+        objs.extend({"apiVersion": base.removeprefix("/apis/"), "kind": kind, **i}
+                    for i in (data or {}).get("items") or [] if isinstance(i, dict))
     return Runtimes.of(objs)
 
 

@@ -26,7 +26,7 @@ from ..cluster.cloud import PROVISIONER_KEYS, provisioner_requirements
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, with_memory_request, with_memory_selector
 from ..cluster.usage import container_gpus
 from ..config import Config
-from ..kinds import as_list
+from ..kinds import api_group, as_list
 from ..units.quantity import QuantityError, parse_size_bytes
 from .demand import Demand
 from .selectors import required_terms, widen
@@ -460,7 +460,7 @@ def mutation(obj: dict[str, Any], judgement: Judgement, config: Config,
     kind = obj.get("kind")
     if kind == "Pod":
         mutated, notes = mutate_pod(obj, judgement, config, priorities)
-    elif kind == "Job":
+    elif kind == "Job" and api_group(obj) == "batch":  # a batch/v1 Job, not a namesake (Volcano's Job)
         mutated, notes = mutate_job(obj, judgement, config), []
     elif kind in (TEMPLATE_KIND, CLAIM_KIND):
         mutated, notes = mutate_claim(obj, judgement, config), []

@@ -95,6 +95,10 @@ def nothing_to_judge(obj: dict[str, Any]) -> str:
     kind = str(obj.get("kind", "?"))
     if kind in RUNTIME_KINDS or kind.endswith(_TEMPLATE_SUFFIXES):
         return f"kind {kind}: a runtime or template the workloads refer to, judged with them"
+    if isinstance(obj, dict) and reader_key(obj)[0] is not None:
+        # A kind vramgate reads that runs no pod here (an OME InferenceService without its runtime, a ModelClaim):
+        # its reader's warning, where it gives one, says why.
+        return f"kind {kind}: nothing to judge here (no pod of its own in view)"
     return f"kind {kind}: nothing to judge (no pod template found)"
 
 

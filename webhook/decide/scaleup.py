@@ -1,0 +1,77 @@
+"""Fits after scale-up: a workload no current node can hold is admitted when a Karpenter NodePool can add one that does.
+
+Asked only on the path that would otherwise reject (``verdict._judge_view``), so admitting costs nothing more.
+Each pool's nodes (``cluster/provisioners.py``) are judged with the rules every node is (``fits_ever``: GPUs per
+node, VRAM per GPU at the engine's usable share); a pool whose limits leave no room for such a node does not
+count, and the rejection says the pool is full. A GPU pool whose GPUs nothing tells never rejects: the workload
+is admitted unchecked, as on nodes of unknown VRAM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..cluster.provisioners import PoolNode, PoolOffer
+from ..units.quantity import format_gib
+from .demand import Demand
+from .placement import ClusterVerdict, Code, Fitting, Need, fits_ever
+
+# What a new node can change: the GPUs' memory and how many a node has (not a driver, nor claims or MIG slices).
+RESCUED = frozenset({Code.VRAM_TOO_SMALL, Code.TOO_FEW_GPUS})
+SHOWN = 3
+
+
+def node_words(n: PoolNode) -> str:
+    """``p5.48xlarge (8× NVIDIA-H100-80GB-HBM3, 79.6 GiB each)``; a labels-only pool's node is "a node"."""
+    what = n.instance_type or "a node"
+    return f"{what} ({n.gpus}× {n.node.product or 'GPU'}, {format_gib(n.node.vram_mib)} GiB each)"
+
+
+def _need_words(need: Need) -> str:
+    per = f"{format_gib(need.per_gpu_mib)} GiB VRAM per GPU" if need.per_gpu_mib is not None else "its GPUs"
+    return f"needs {per} on {need.gpus} GPU{'s' if need.gpus != 1 else ''} of one node"
+
+
+def after_scale_up(demand: Demand, rejected: ClusterVerdict, offers: Sequence[PoolOffer], resource: str
+                   ) -> ClusterVerdict:
+    """``rejected`` (no current node can ever hold ``demand``) judged again with the nodes ``offers`` can add."""
+    need = Need.of(demand)
+    if rejected.admit or rejected.code not in RESCUED or need.claims or need.mig or not offers:
+        return rejected
+    can: list[tuple[PoolOffer, PoolNode]] = []
+    full: list[tuple[PoolOffer, PoolNode]] = []
+    unknown: list[PoolOffer] = []
+    for o in offers:
+        holding = [n for n in o.nodes if fits_ever(need, n.node)]
+        roomy = next((n for n in holding if o.room_for(n)), None)
+        if roomy is not None:
+            can.append((o, roomy))
+        elif holding:
+            full.append((o, holding[0]))
+        elif o.unknown and not o.full:
+            unknown.append(o)
+    who = demand.view.ref
+    nothing = Fitting(need, ())  # no current node: the selector and context rules have nothing to judge on
+    if can:
+        said = "; ".join(f"NodePool {o.pool.name} can add {node_words(n)}" for o, n in can[:SHOWN])
+        more = f"; {len(can) - SHOWN} more NodePools can" if len(can) > SHOWN else ""
+        first = can[0][1].node
+        tight = ""
+        if need.expected is not None and need.expected > need.usable_on(first.vram_mib):
+            tight = (f"; it may not fit there: expected {format_gib(need.expected)} GiB per GPU, "
+                     f"{format_gib(need.usable_on(first.vram_mib))} GiB usable")
+        msg = (f"{who}: no node holds it now ({_need_words(need)}); {said}{more}{tight}. "
+               "The pod stays Pending until the new node is up")
+        return ClusterVerdict(True, Code.FITS, msg, fitting=nothing)
+    if unknown:
+        said = "; ".join(f"NodePool {o.pool.name} ({', '.join(o.unknown[:3])})" for o in unknown[:SHOWN])
+        msg = (f"{who}: {_need_words(need)}, not checked: no node holds it now and NodePools may add GPUs vramgate "
+               f"cannot size: {said}. Fix: label the NodePool template nvidia.com/gpu.memory (MiB) and "
+               "nvidia.com/gpu.count, or name instance types in webhook/data/gpu_instances.yaml")
+        return ClusterVerdict(True, Code.VRAM_UNKNOWN, msg, fitting=nothing)
+    if full:
+        said = "; ".join(f"NodePool {o.pool.name} could add {node_words(n)}, but it is full "
+                         f"({o.limit_words(resource)})" for o, n in full[:SHOWN])
+        return replace(rejected, message=f"{rejected.message}. {said}: raise its spec.limits or free its nodes")
+    return rejected

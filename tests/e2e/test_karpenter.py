@@ -269,17 +269,26 @@ def test_a_model_no_node_holds_is_admitted_when_a_nodepool_can_add_one(
     """Issue #42, "Fits after scale-up": only an L4 node is up; the H100 pool makes the 70B pod admissible, and
     Karpenter then launches the H100 it was admitted for. With the pool at its GPU limit it is rejected."""
     cluster, labelling = karpenter
+    # The earlier test's pods gone with their namespace (else Karpenter relaunches an H100 for its 70B pod).
+    cluster.wait_for("no other test's pods", lambda: not [
+        p for p in cluster.request("GET", "/api/v1/pods")["items"]
+        if p["metadata"]["namespace"].startswith("e2e-") and p["metadata"]["namespace"] != namespace], timeout=120,
+        interval=0.5)
     # An L4 node up (the earlier test's, or a new one), and no H100 node: its NodeClaim goes, Karpenter drains it.
     cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods",
                     gpu_pod("l4-user", namespace, ["--model", "meta-llama/Llama-3.1-8B-Instruct",
                                                    "--max-model-len", "8192"]))
     _bound(cluster, namespace, "l4-user", timeout=120)
-    for claim in _nodeclaims(cluster):
-        if claim["metadata"]["labels"].get("karpenter.sh/nodepool") == "h100":
-            cluster.request("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{claim['metadata']['name']}",
-                            ok=(200, 202, 404))
-    cluster.wait_for("only L4 nodes in vramgate's inventory", lambda: (nodes := vramgate.inventory_nodes()) and all(
-        n["vram_mib"] == 23034 for n in nodes.values()), timeout=90, interval=0.5)
+
+    def only_l4() -> bool:
+        for claim in _nodeclaims(cluster):
+            if claim["metadata"]["labels"].get("karpenter.sh/nodepool") == "h100":
+                cluster.request("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{claim['metadata']['name']}",
+                                ok=(200, 202, 404))
+        nodes = vramgate.inventory_nodes()
+        return bool(nodes) and all(n["vram_mib"] == 23034 for n in nodes.values())
+
+    cluster.wait_for("only L4 nodes in vramgate's inventory", only_l4, timeout=90, interval=1)
 
     big = gpu_pod("big-after", namespace, ["--model", "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4",
                                            "--max-model-len", "8192"])

@@ -171,3 +171,27 @@ def test_offers_are_worked_out_once_per_nodepool_set_not_per_snapshot() -> None:
     first = provisioners.offers([])
     cached = provisioners._candidates["h100"]
     assert provisioners.offers([]) == first and provisioners._candidates["h100"] is cached
+
+
+def test_the_live_inventory_follows_nodepool_events() -> None:
+    from webhook.kube.nodecache import KINDS, POOL_KIND, InventoryState
+
+    state = InventoryState(CFG, (*KINDS, POOL_KIND))
+    reqs = [{"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": ["h100"]}]
+    listed = {**pool("h100", reqs, limits={"nvidia.com/gpu": "8"}), "kind": None}
+    listed["metadata"]["resourceVersion"] = "5"
+    state.relist(POOL_KIND, [listed], "5")
+    first = state.snapshot()
+    assert [p.gpu_limit for p in first.provisioners.pools] == [8]
+    full = {**pool("h100", reqs, limits={"nvidia.com/gpu": "0"})}
+    full["metadata"]["resourceVersion"] = "7"
+    assert state.apply(POOL_KIND, {"type": "MODIFIED", "object": full}) == "applied"
+    old = {**pool("h100", reqs, limits={"nvidia.com/gpu": "99"})}
+    old["metadata"]["resourceVersion"] = "6"
+    assert state.apply(POOL_KIND, {"type": "MODIFIED", "object": old}) == "stale"
+    second = state.snapshot()
+    assert [p.gpu_limit for p in second.provisioners.pools] == [0] and second.scale_up[0].full
+    assert [p.gpu_limit for p in first.provisioners.pools] == [8]  # a published snapshot never changes
+    gone = {"metadata": {"name": "h100", "resourceVersion": "8"}}
+    assert state.apply(POOL_KIND, {"type": "DELETED", "object": gone}) == "applied"
+    assert not state.snapshot().provisioners

@@ -178,6 +178,9 @@ def karpenter(request: pytest.FixtureRequest, cluster: ControlPlane, vramgate: V
                          "metadata": {"name": "default"}, "spec": {}})
         for pool in POOLS:
             _apply(cluster, nodepool(pool, labelling))
+        # vramgate found no NodePool CRD when it started (404: asked again in 10 minutes); now it lists them.
+        vramgate.restart()
+        vramgate.wait_ready()
         yield cluster, labelling
     finally:
         for pool in POOLS:

@@ -98,3 +98,20 @@ def test_a_workload_a_node_holds_never_reads_the_pools(tmp_path: Path, capsys: p
     j = judge(small, snap, config, builtin_catalog())
     assert j.allowed and not any("NodePool" in w for w in j.warnings)
     assert "scale_up" not in snap.__dict__  # the pools' offers were never worked out
+
+
+def test_a_pool_whose_taint_the_pod_does_not_tolerate_does_not_count() -> None:
+    config = Config()
+    nodes, extra = load_inventory(FIX / "pool-h100.yaml")
+    for obj in extra:  # gpu-h100 also keeps its nodes for one team
+        if obj["metadata"]["name"] == "gpu-h100":
+            obj["spec"]["template"]["spec"]["taints"].append({"key": "team", "value": "llm", "effect": "NoSchedule"})
+    snap = snapshot_from_nodes(nodes, config, dra=extra)
+    j = judge(WORKLOAD, snap, config, builtin_catalog())
+    assert not j.allowed
+    assert "NodePool gpu-h100 could add p5.48xlarge" in j.message
+    assert "the pod does not tolerate its taint team=llm:NoSchedule" in j.message
+    # Its nvidia.com/gpu taint is the one the mutation tolerates; with team=llm tolerated too it counts.
+    tolerant = yaml.safe_load(yaml.safe_dump(WORKLOAD))
+    tolerant["spec"]["template"]["spec"]["tolerations"] = [{"key": "team", "operator": "Equal", "value": "llm"}]
+    assert judge(tolerant, snap, config, builtin_catalog()).allowed

@@ -3,14 +3,17 @@
 Asked only on the path that would otherwise reject (``verdict._judge_view``), so admitting costs nothing more.
 Each pool's nodes (``cluster/provisioners.py``) are judged with the rules every node is (``fits_ever``: GPUs per
 node, VRAM per GPU at the engine's usable share); a pool whose limits leave no room for such a node does not
-count, and the rejection says the pool is full. A GPU pool whose GPUs nothing tells never rejects: the workload
-is admitted unchecked, as on nodes of unknown VRAM.
+count, and the rejection says the pool is full; nor does one with a taint the pod does not tolerate (Karpenter
+launches only from pools whose every template taint the pod tolerates: sigs.k8s.io/karpenter v1.15.0
+pkg/scheduling/taints.go ``Tolerates``, called from pkg/controllers/provisioning/scheduling/nodeclaim.go). A GPU
+pool whose GPUs nothing tells never rejects: the workload is admitted unchecked, as on nodes of unknown VRAM.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..cluster.provisioners import PoolNode, PoolOffer
 from ..units.quantity import format_gib
@@ -28,6 +31,29 @@ def node_words(n: PoolNode) -> str:
     return f"{what} ({n.gpus}× {n.node.product or 'GPU'}, {format_gib(n.node.vram_mib)} GiB each)"
 
 
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
+    """``v1.Toleration.ToleratesTaint``: the effect matches (empty: any), the key matches (empty with Exists: any),
+    and Exists, or Equal with the same value."""
+    if toleration.get("effect") not in (None, "", taint.get("effect")):
+        return False
+    op = toleration.get("operator") or "Equal"
+    key = toleration.get("key") or ""
+    if not key:
+        return op == "Exists"
+    if key != taint.get("key"):
+        return False
+    return op == "Exists" or str(toleration.get("value") or "") == str(taint.get("value") or "")
+
+
+def untolerated(spec: Mapping[str, Any], taints: Sequence[Mapping[str, str]], resource: str) -> list[str]:
+    """The pool's taints the pod does not tolerate, as ``key=value:Effect``. The mutation gives every GPU pod the
+    ``<resource>`` NoSchedule toleration, so that one counts as tolerated."""
+    given = [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
+    given.append({"key": resource, "operator": "Exists", "effect": "NoSchedule"})
+    return [f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
+            for t in taints if not any(_tolerates(g, t) for g in given)]
+
+
 def _need_words(need: Need) -> str:
     per = f"{format_gib(need.per_gpu_mib)} GiB VRAM per GPU" if need.per_gpu_mib is not None else "its GPUs"
     return f"needs {per} on {need.gpus} GPU{'s' if need.gpus != 1 else ''} of one node"
@@ -42,8 +68,14 @@ def after_scale_up(demand: Demand, rejected: ClusterVerdict, offers: Sequence[Po
     can: list[tuple[PoolOffer, PoolNode]] = []
     full: list[tuple[PoolOffer, PoolNode]] = []
     unknown: list[PoolOffer] = []
+    tainted: list[tuple[PoolOffer, PoolNode, list[str]]] = []
     for o in offers:
         holding = [n for n in o.nodes if fits_ever(need, n.node)]
+        refused = untolerated(demand.view.spec, o.pool.taints, resource) if o.pool.taints else []
+        if refused:
+            if holding:
+                tainted.append((o, holding[0], refused))
+            continue
         roomy = next((n for n in holding if o.room_for(n)), None)
         if roomy is not None:
             can.append((o, roomy))
@@ -70,8 +102,8 @@ def after_scale_up(demand: Demand, rejected: ClusterVerdict, offers: Sequence[Po
                f"cannot size: {said}. Fix: label the NodePool template nvidia.com/gpu.memory (MiB) and "
                "nvidia.com/gpu.count, or name instance types in webhook/data/gpu_instances.yaml")
         return ClusterVerdict(True, Code.VRAM_UNKNOWN, msg, fitting=nothing)
-    if full:
-        said = "; ".join(f"NodePool {o.pool.name} could add {node_words(n)}, but it is full "
-                         f"({o.limit_words(resource)})" for o, n in full[:SHOWN])
-        return replace(rejected, message=f"{rejected.message}. {said}: raise its spec.limits or free its nodes")
-    return rejected
+    notes = [f"NodePool {o.pool.name} could add {node_words(n)}, but it is full ({o.limit_words(resource)}): "
+             "raise its spec.limits or free its nodes" for o, n in full[:SHOWN]]
+    notes += [f"NodePool {o.pool.name} could add {node_words(n)}, but the pod does not tolerate its taint "
+             f"{', '.join(refused)}" for o, n, refused in tainted[:SHOWN]]
+    return replace(rejected, message=f"{rejected.message}. {'; '.join(notes)}") if notes else rejected

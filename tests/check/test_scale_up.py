@@ -115,3 +115,26 @@ def test_a_pool_whose_taint_the_pod_does_not_tolerate_does_not_count() -> None:
     tolerant = yaml.safe_load(yaml.safe_dump(WORKLOAD))
     tolerant["spec"]["template"]["spec"]["tolerations"] = [{"key": "team", "operator": "Equal", "value": "llm"}]
     assert judge(tolerant, snap, config, builtin_catalog()).allowed
+
+
+@pytest.mark.parametrize(("selector", "affinity", "allowed"), [
+    ({"karpenter.sh/nodepool": "gpu-l4"}, None, False),  # pinned to the L4 pool: the H100 pool never serves it
+    ({"karpenter.sh/nodepool": "gpu-h100"}, None, True),
+    ({"topology.kubernetes.io/zone": "us-east-1a"}, None, True),  # a key the pool leaves open never excludes it
+    (None, [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p4d"]}], False),
+    (None, [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["4"]}], True),
+])
+def test_the_pods_own_selector_must_be_one_the_pool_can_meet(selector: dict[str, str] | None,
+                                                              affinity: list[dict[str, Any]] | None,
+                                                              allowed: bool) -> None:
+    config = Config()
+    nodes, extra = load_inventory(FIX / "pool-h100.yaml")
+    w = yaml.safe_load(yaml.safe_dump(WORKLOAD))
+    spec = w["spec"]["template"]["spec"]
+    if selector:
+        spec["nodeSelector"] = selector
+    if affinity:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": affinity}]}}}
+    j = judge(w, snapshot_from_nodes(nodes, config, dra=extra), config, builtin_catalog())
+    assert j.allowed is allowed, j.message

@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..cluster.provisioners import PoolNode, PoolOffer
+from ..cluster.cloud import INSTANCE_TYPE
+from ..cluster.provisioners import PoolNode, PoolOffer, Requirement, intersects, label_requirements, requirements
 from ..units.quantity import format_gib
 from .demand import Demand
 from .placement import ClusterVerdict, Code, Fitting, Need, fits_ever
+from .selectors import node_selector, required_terms
 
 # What a new node can change: the GPUs' memory and how many a node has (not a driver, nor claims or MIG slices).
 RESCUED = frozenset({Code.VRAM_TOO_SMALL, Code.TOO_FEW_GPUS})
@@ -54,6 +56,37 @@ def untolerated(spec: Mapping[str, Any], taints: Sequence[Mapping[str, str]], re
             for t in taints if not any(_tolerates(g, t) for g in given)]
 
 
+def selects_pool(spec: Mapping[str, Any], offer: PoolOffer, node: PoolNode) -> bool:
+    """Whether the pod's nodeSelector and required node affinity (any term) can be met by ``node`` of the pool.
+
+    Karpenter's way (pkg/scheduling/requirements.go ``Intersects``): only keys both the pod and the pool (its
+    requirements, template labels, the instance type's labels) define are compared, so a key the pool leaves open
+    never excludes it. A selector vramgate cannot read counts as met.
+    """
+    sel = node_selector(spec)
+    terms = required_terms(spec)
+    if not sel and terms is None:
+        return True
+    known = node.node.labels if not node.source.startswith("node ") \
+        else {INSTANCE_TYPE: node.instance_type}
+    pool = requirements([*offer.pool.requirements.values(), *label_requirements(known).values()])
+    try:
+        if sel and not intersects(pool, label_requirements(sel)):
+            return False
+        if terms is None:
+            return True
+        for term in terms:
+            exprs = term.get("matchExpressions") if isinstance(term, dict) else None
+            wanted = requirements(Requirement.of(str(e.get("key")), str(e.get("operator")),
+                                                 [str(v) for v in e.get("values") or []])
+                                  for e in exprs or [] if isinstance(e, dict))
+            if intersects(pool, wanted):
+                return True
+        return False
+    except (ValueError, AttributeError, TypeError):
+        return True
+
+
 def _need_words(need: Need) -> str:
     per = f"{format_gib(need.per_gpu_mib)} GiB VRAM per GPU" if need.per_gpu_mib is not None else "its GPUs"
     return f"needs {per} on {need.gpus} GPU{'s' if need.gpus != 1 else ''} of one node"
@@ -69,9 +102,10 @@ def after_scale_up(demand: Demand, rejected: ClusterVerdict, offers: Sequence[Po
     full: list[tuple[PoolOffer, PoolNode]] = []
     unknown: list[PoolOffer] = []
     tainted: list[tuple[PoolOffer, PoolNode, list[str]]] = []
+    spec = demand.view.spec
     for o in offers:
-        holding = [n for n in o.nodes if fits_ever(need, n.node)]
-        refused = untolerated(demand.view.spec, o.pool.taints, resource) if o.pool.taints else []
+        holding = [n for n in o.nodes if fits_ever(need, n.node) and selects_pool(spec, o, n)]
+        refused = untolerated(spec, o.pool.taints, resource) if o.pool.taints else []
         if refused:
             if holding:
                 tainted.append((o, holding[0], refused))

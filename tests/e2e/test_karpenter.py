@@ -319,3 +319,13 @@ def test_a_model_no_node_holds_is_admitted_when_a_nodepool_can_add_one(
     bound = _bound(cluster, namespace, "big-after", timeout=120)
     node = cluster.get_node(bound["spec"]["nodeName"])
     assert node["metadata"]["labels"]["karpenter.sh/nodepool"] == "h100"
+
+    # A pod no NodePool can hold either (70B in bf16 on one GPU: ~140 GiB) is rejected. Now that an H100 node of
+    # gpu-h100-1x is up, vramgate knows that instance type's GPU in both labellings.
+    cluster.wait_for("vramgate to see the H100 node", lambda: any(
+        n["vram_mib"] == 81559 for n in vramgate.inventory_nodes().values()), timeout=30, interval=0.5)
+    huge = gpu_pod("huge", namespace, ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192"])
+    code, said = _apply_pod(cluster, huge)
+    assert code != 0, said
+    assert 'denied the request: pod/huge: needs' in said and "the largest GPU in the cluster has 79.6 GiB" in said, said
+    assert "NodePool" not in said  # no pool can add a larger GPU: nothing to name

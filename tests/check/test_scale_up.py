@@ -138,3 +138,18 @@ def test_the_pods_own_selector_must_be_one_the_pool_can_meet(selector: dict[str,
             "nodeSelectorTerms": [{"matchExpressions": affinity}]}}}
     j = judge(w, snapshot_from_nodes(nodes, config, dra=extra), config, builtin_catalog())
     assert j.allowed is allowed, j.message
+
+
+def test_a_malformed_nodepool_in_the_nodes_file_is_a_clear_error(capsys: pytest.CaptureFixture[str],
+                                                                   tmp_path: Path) -> None:
+    bad = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "bad"}, "spec": {"template": {
+        "spec": {"requirements": [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt",
+                                   "values": ["many"]}]}}}}
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text((FIX / "pool-l4-only.yaml").read_text() + "---\n" + yaml.safe_dump(bad))
+    manifest = tmp_path / "w.yaml"
+    manifest.write_text(yaml.safe_dump(WORKLOAD))
+    assert main(["check", "-f", str(manifest), "--nodes", str(inventory)]) == 2
+    err = capsys.readouterr().err
+    assert "NodePool bad: requirement karpenter.k8s.aws/instance-gpu-count Gt: needs one integer value" in err
+    assert "Traceback" not in err

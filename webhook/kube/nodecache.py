@@ -595,6 +595,8 @@ class InventoryState:
     def _pools_changed(self) -> None:
         # A new Provisioners (its offers cache starts empty): published snapshots keep the old one.
         self._provisioners = read_provisioners(self._pools.values(), self.config)
+        for problem in self._provisioners.problems:  # left out: its nodes are not counted on
+            log.warning("%s; left out of scale-up", problem)
         self._dirty = True
 
     # ---- priority classes ------------------------------------------------------------------

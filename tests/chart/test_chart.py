@@ -701,6 +701,8 @@ def test_least_privilege_per_role(render: Render) -> None:
         ("batch", "jobs"), ("batch", "cronjobs"))}
     # The mutation reads PriorityClasses to set spec.priority as the Priority plugin will (one /mutate call a Pod).
     priorities = {("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")}
+    # and Karpenter NodePools, read only to admit what no node holds yet but a pool can add (docs/autoscaling.md).
+    priorities |= {("karpenter.sh", "nodepools", v) for v in ("get", "list", "watch")}
     assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == (
         read | priorities | {("", "configmaps", "get")} | autofit)
     # Native placement (the default) runs no extender; with it, the extender reads what the webhook reads.

@@ -156,8 +156,8 @@ def karpenter(request: pytest.FixtureRequest, cluster: ControlPlane, vramgate: V
     vramgate.wait_ready()
     for crd in sorted((KARPENTER_DIR / "crds").glob("*.yaml")):
         cluster.kubectl("apply", "--server-side", "-f", str(crd))
-    for crd in ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "kwoknodeclasses.karpenter.kwok.sh"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    for crd_name in ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "kwoknodeclasses.karpenter.kwok.sh"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd_name}", "--timeout=60s")
     types = cluster.tmpdir / "karpenter-instance-types.json"
     types.write_text(json.dumps(instance_types(labelling)))
     procs = [
@@ -178,6 +178,9 @@ def karpenter(request: pytest.FixtureRequest, cluster: ControlPlane, vramgate: V
                          "metadata": {"name": "default"}, "spec": {}})
         for pool in POOLS:
             _apply(cluster, nodepool(pool, labelling))
+        # vramgate found no NodePool CRD when it started (404: asked again in 10 minutes); now it lists them.
+        vramgate.restart()
+        vramgate.wait_ready()
         yield cluster, labelling
     finally:
         for pool in POOLS:
@@ -248,3 +251,81 @@ def test_karpenter_launches_the_gpu_the_model_needs_and_the_cheaper_one_when_bot
     bound = _bound(cluster, namespace, "small", timeout=120)
     node = cluster.get_node(bound["spec"]["nodeName"])
     assert node["metadata"]["labels"]["karpenter.sh/nodepool"] == "l4"
+
+
+def _apply_pod(cluster: ControlPlane, pod: dict[str, Any], *flags: str) -> tuple[int, str]:
+    """``kubectl apply`` as a developer runs it: the exit code and the warnings (joined, as kubectl splits them)."""
+    r = cluster.kubectl("apply", "-f", "-", *flags, input=json.dumps(pod), check=False)
+    lines = [line.removeprefix("Warning: ") for line in r.stderr.splitlines() if line.startswith("Warning: ")]
+    said = " ".join(w.removeprefix("…").removesuffix("…") for w in lines)
+    return r.returncode, said if r.returncode == 0 else r.stderr
+
+
+def _set_gpu_limit(cluster: ControlPlane, pool: str, gpus: int) -> None:
+    cluster.request("PATCH", f"/apis/karpenter.sh/v1/nodepools/{pool}", {"spec": {"limits": {GPU_RESOURCE: str(gpus)}}},
+                    content_type="application/merge-patch+json")
+
+
+def test_a_model_no_node_holds_is_admitted_when_a_nodepool_can_add_one(
+    karpenter: tuple[ControlPlane, str], vramgate: Vramgate, namespace: str
+) -> None:
+    """Issue #42, "Fits after scale-up": only an L4 node is up; the H100 pool makes the 70B pod admissible, and
+    Karpenter then launches the H100 it was admitted for. With the pool at its GPU limit it is rejected."""
+    cluster, labelling = karpenter
+    # The earlier test's pods gone with their namespace (else Karpenter relaunches an H100 for its 70B pod).
+    cluster.wait_for("no other test's pods", lambda: not [
+        p for p in cluster.request("GET", "/api/v1/pods")["items"]
+        if p["metadata"]["namespace"].startswith("e2e-") and p["metadata"]["namespace"] != namespace], timeout=120,
+        interval=0.5)
+    # An L4 node up (the earlier test's, or a new one), and no H100 node: its NodeClaim goes, Karpenter drains it.
+    cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods",
+                    gpu_pod("l4-user", namespace, ["--model", "meta-llama/Llama-3.1-8B-Instruct",
+                                                   "--max-model-len", "8192"]))
+    _bound(cluster, namespace, "l4-user", timeout=120)
+
+    def only_l4() -> bool:
+        for claim in _nodeclaims(cluster):
+            if claim["metadata"]["labels"].get("karpenter.sh/nodepool") == "h100":
+                cluster.request("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{claim['metadata']['name']}",
+                                ok=(200, 202, 404))
+        nodes = vramgate.inventory_nodes()
+        return bool(nodes) and all(n["vram_mib"] == 23034 for n in nodes.values())
+
+    cluster.wait_for("only L4 nodes in vramgate's inventory", only_l4, timeout=90, interval=1)
+
+    big = gpu_pod("big-after", namespace, ["--model", "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4",
+                                           "--max-model-len", "8192"])
+    # The H100 pool full: nothing can hold it, and (where the pool's GPUs are known) the rejection says why.
+    _set_gpu_limit(cluster, "h100", 0)
+    code, said = cluster.wait_for("vramgate to see the full pool",
+                                  lambda: (r := _apply_pod(cluster, big, "--dry-run=server"))[0] != 0 and r,
+                                  timeout=30, interval=0.5)
+    assert "the largest GPU in the cluster has 22.5 GiB" in said, said
+    if labelling == "nodepool-gfd-labels":
+        assert "NodePool h100 could add gpu-h100-1x" in said and "but it is full" in said, said
+
+    _set_gpu_limit(cluster, "h100", 4)
+    cluster.wait_for("vramgate to see the pool's room",
+                     lambda: _apply_pod(cluster, big, "--dry-run=server")[0] == 0, timeout=30, interval=0.5)
+    code, said = _apply_pod(cluster, big)
+    assert code == 0, said
+    assert "big-after: no node holds it now" in said or "not checked: no node holds it now" in said, said
+    if labelling == "nodepool-gfd-labels":  # the template's GFD labels tell the pool's GPU
+        assert "NodePool h100 can add gpu-h100-1x (1× NVIDIA-H100-80GB-HBM3, 79.6 GiB each)" in said, said
+    else:  # the KWOK instance types' GPUs are Karpenter's to know: the pool is named, unchecked
+        assert "NodePool h100 (gpu-h100-1x)" in said, said
+    assert "NodePool l4" not in said  # its L4s hold it no better than the node that is up
+    # What it was admitted for happens: Karpenter launches an H100 node and the pod lands there.
+    bound = _bound(cluster, namespace, "big-after", timeout=120)
+    node = cluster.get_node(bound["spec"]["nodeName"])
+    assert node["metadata"]["labels"]["karpenter.sh/nodepool"] == "h100"
+
+    # A pod no NodePool can hold either (70B in bf16 on one GPU: ~140 GiB) is rejected. Now that an H100 node of
+    # gpu-h100-1x is up, vramgate knows that instance type's GPU in both labellings.
+    cluster.wait_for("vramgate to see the H100 node", lambda: any(
+        n["vram_mib"] == 81559 for n in vramgate.inventory_nodes().values()), timeout=30, interval=0.5)
+    huge = gpu_pod("huge", namespace, ["--model", "meta-llama/Llama-3.1-70B-Instruct", "--max-model-len", "8192"])
+    code, said = _apply_pod(cluster, huge)
+    assert code != 0, said
+    assert 'denied the request: pod/huge: needs' in said and "the largest GPU in the cluster has 79.6 GiB" in said, said
+    assert "NodePool" not in said  # no pool can add a larger GPU: nothing to name

@@ -18,6 +18,7 @@ from webhook.kube.nodecache import (
     CLI_OPTIONAL_KINDS,
     DRA_KINDS,
     KINDS,
+    POOL_KIND,
     PRIORITY_KIND,
     Gone,
     KubeApi,
@@ -55,6 +56,13 @@ def priority_class(name: str, value: int, rv: int) -> dict[str, Any]:
             "metadata": {"name": name, "resourceVersion": str(rv)}}
 
 
+def nodepool(name: str, rv: int) -> dict[str, Any]:
+    """A Karpenter NodePool whose template declares one H100 per node (list items carry no kind)."""
+    labels = {"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.count": "1", "nvidia.com/gpu.product": "H100"}
+    return {"apiVersion": "karpenter.sh/v1", "metadata": {"name": name, "resourceVersion": str(rv)},
+            "spec": {"template": {"metadata": {"labels": labels}, "spec": {"requirements": []}}}}
+
+
 def scripted() -> FakeApi:
     """Nodes and Pods over two pages each; DeviceClass, ResourceClaimTemplate, ResourceClaim not served (404)."""
     api = FakeApi()
@@ -66,9 +74,10 @@ def scripted() -> FakeApi:
     api.lists["Namespace"] = [page([namespace("ml", "warn", rv=16), namespace("free", rv=17)], 22)]
     api.lists[PRIORITY_KIND] = [page([priority_class("high", 1000, 18)], 23)]
     api.lists["ResourceSlice"] = [page([], 24)]
+    api.lists[POOL_KIND] = [page([nodepool("h100", 19)], 25)]
     for kind in ("DeviceClass", "ResourceClaimTemplate", "ResourceClaim"):
         api.lists[kind] = [Unavailable(f"{kind}: 404 Not Found")]
-    for kind in (*DRA_KINDS, PRIORITY_KIND):
+    for kind in (*DRA_KINDS, PRIORITY_KIND, POOL_KIND):
         api.watches[kind] = []
     return api
 
@@ -87,11 +96,13 @@ def test_list_once_pages_through_every_kind_and_counts_the_configured_resource()
     assert dict(snap.enforcement) == {"ml": "warn"}
     assert snap.priority_classes == {"high": (1000, "PreemptLowerPriority")}
     assert snap.versions == {"a": "11", "b": "12"}
+    assert [p.name for p in snap.provisioners.pools] == ["h100"]
+    assert [n.node.vram_mib for o in snap.scale_up for n in o.nodes] == [81559]
 
 
 def test_list_once_is_what_the_service_publishes_once_synced() -> None:
     cli = list_once(CFG, scripted())
-    inv = KubeInventory(CFG, api=scripted(), dra=True, priorities=True)
+    inv = KubeInventory(CFG, api=scripted(), dra=True, priorities=True, pools=True)
     assert inv.kinds == inventory_kinds(CFG)
 
     async def synced() -> Any:
@@ -106,6 +117,7 @@ def test_list_once_is_what_the_service_publishes_once_synced() -> None:
     assert cli.nodes == service.nodes and dict(cli.free) == dict(service.free)
     assert cli.enforcement == service.enforcement and cli.priority_classes == service.priority_classes
     assert cli.dra == service.dra and cli.versions == service.versions
+    assert cli.provisioners == service.provisioners and cli.provisioners
 
 
 def test_an_expired_continue_token_restarts_that_list_and_other_errors_surface() -> None:
@@ -129,10 +141,10 @@ def test_an_expired_continue_token_restarts_that_list_and_other_errors_surface()
 
 
 def test_the_default_kinds_follow_the_service() -> None:
-    assert inventory_kinds(CFG) == (*KINDS, *DRA_KINDS, PRIORITY_KIND)
+    assert inventory_kinds(CFG) == (*KINDS, *DRA_KINDS, PRIORITY_KIND, POOL_KIND)
     no_dra = Config(labels=Labels(dra_drivers=[]))
-    assert inventory_kinds(no_dra) == (*KINDS, PRIORITY_KIND)
-    assert inventory_kinds(CFG, dra=False, priorities=False) == KINDS
+    assert inventory_kinds(no_dra) == (*KINDS, PRIORITY_KIND, POOL_KIND)
+    assert inventory_kinds(CFG, dra=False, priorities=False, pools=False) == KINDS
 
 
 class _Refuses:
@@ -159,11 +171,14 @@ def test_kube_api_makes_404_and_403_on_optional_kinds_unavailable() -> None:
     for api in (service, cli):
         api._resource = _Refuses(404)  # type: ignore[assignment]
         api._scheduling = _Refuses(403)  # type: ignore[assignment]
+        api._custom = _Refuses(404)  # type: ignore[assignment]  # no Karpenter CRD
         api._core = _Refuses(403)  # type: ignore[assignment]
         with pytest.raises(Unavailable):
             api.list_page("ResourceSlice", limit=1, cont=None)
         with pytest.raises(Unavailable):
             api.list_page(PRIORITY_KIND, limit=1, cont=None)
+        with pytest.raises(Unavailable):
+            api.list_page(POOL_KIND, limit=1, cont=None)
         with pytest.raises(ApiException):
             api.list_page("Node", limit=1, cont=None)  # Nodes are never optional
     with pytest.raises(ApiException):

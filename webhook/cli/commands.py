@@ -37,7 +37,10 @@ from .common import EXIT_OK, UsageError, catalog_for
 def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
     if getattr(args, "nodes", None):
         nodes, dra = load_inventory(args.nodes)
-        return snapshot_from_nodes(nodes, config, dra=dra)
+        snapshot = snapshot_from_nodes(nodes, config, dra=dra)
+        if snapshot.provisioners.problems:  # a NodePool judged wrongly would be worse than none: say which
+            raise UsageError(f"{args.nodes}: {'; '.join(snapshot.provisioners.problems)}")
+        return snapshot
     kubeconfig = getattr(args, "kubeconfig", None)
     default = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     if kubeconfig is None and not Path(default.split(os.pathsep)[0]).exists():

@@ -28,7 +28,8 @@ def _precisions() -> str:
 
 def _inventory_args(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--nodes", help="file of Node objects (kubectl get nodes -o yaml)")
+    group.add_argument("--nodes", help="file of Node objects (kubectl get nodes -o yaml); ResourceSlices, "
+                       "DeviceClasses and Karpenter NodePools may be in the same list")
     group.add_argument("--kubeconfig", help="read nodes from a cluster")
 
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from ..config import Config
 from .dra import DraView, devices_by_node, dra_view
 from .inventory import NodeGPUs, node_gpus, with_devices
+from .provisioners import PoolOffer, Provisioners, read_provisioners
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Snapshot:
     # PriorityClass name → (value, preemptionPolicy) as the Priority admission plugin resolves them (live inventory;
     # empty when not watched: the mutation then leaves them to the plugin).
     priority_classes: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    # Karpenter NodePools: the nodes the cluster can add. Read only when no current node can hold a workload.
+    provisioners: Provisioners = field(default_factory=Provisioners)
 
     def free_gpus(self, name: str) -> int:
         node = self.nodes.get(name)
@@ -72,6 +75,11 @@ class Snapshot:
             else:
                 groups.setdefault(cls, []).append(i)
         return {c: tuple(ix) for c, ix in groups.items()}, tuple(unclassed)
+
+    @cached_property
+    def scale_up(self) -> tuple[PoolOffer, ...]:
+        """What each NodePool can add now (its limits less its nodes' GPUs): worked out on the rejection path only."""
+        return self.provisioners.offers(self.nodes.values())
 
     @cached_property
     def cpu_nodes(self) -> tuple[NodeGPUs, ...]:
@@ -145,7 +153,8 @@ def snapshot_from_nodes(
 ) -> Snapshot:
     """Build a snapshot from Node objects and GPUs in use per node (absent: all allocatable free).
 
-    ``dra`` holds ResourceSlices, DeviceClasses, ResourceClaims and ResourceClaimTemplates (any order).
+    ``dra`` holds ResourceSlices, DeviceClasses, ResourceClaims and ResourceClaimTemplates (any order), and
+    Karpenter NodePools.
     """
     objects = list(dra)
     drivers = config.labels.dra_drivers
@@ -167,7 +176,8 @@ def snapshot_from_nodes(
     interner = ClassTable()
     classes = {name: interner.class_of(n, free[name]) for name, n in table.items()}
     return Snapshot(nodes=table, free=free, synced=True, revision=revision, classes=classes,
-                    class_info=interner.info, versions=versions, dra=dra_view(objects, drivers))
+                    class_info=interner.info, versions=versions, dra=dra_view(objects, drivers),
+                    provisioners=read_provisioners(objects, config))
 
 
 class InventorySource(Protocol):

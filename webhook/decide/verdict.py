@@ -25,6 +25,7 @@ from .rules import (
     narrow_selector,
     non_gpu_on_gpu_nodes,
 )
+from .scaleup import after_scale_up
 from .slices import spans_hosts
 
 
@@ -276,6 +277,9 @@ def _judge_view(
         # A TPU slice over several hosts holds the model with their chips: one host's chips are weak grounds.
         warnings.append(f"{verdict.message.split('. Try:')[0]}; not rejected: {why}")
         return Judgement(True, SPANS_HOSTS, warnings=tuple(warnings), demand=demand, view=view)
+    if not verdict.admit and snapshot.provisioners:
+        # Only here, on the way to a rejection: can a NodePool add a node that holds it?
+        verdict = after_scale_up(demand, verdict, snapshot.scale_up, demand.gpu_resource)
     if not verdict.admit:
         return _deny(enforcement, str(verdict.code), verdict.message, tuple(warnings), demand, view)
     if verdict.message != "fits":

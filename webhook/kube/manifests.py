@@ -63,11 +63,11 @@ def load_file(path: str | Path) -> list[dict[str, Any]]:
 
 
 # What `kubectl get nodes,resourceslices,deviceclasses -o yaml` prints besides Nodes.
-INVENTORY_KINDS = frozenset({"ResourceSlice", "DeviceClass"})
+INVENTORY_KINDS = frozenset({"ResourceSlice", "DeviceClass", "NodePool"})
 
 
 def load_inventory(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(Node objects, ResourceSlices and DeviceClasses) from a file; any other kind is an error."""
+    """(Node objects, ResourceSlices, DeviceClasses and Karpenter NodePools) from a file; any other kind is an error."""
     nodes: list[dict[str, Any]] = []
     dra: list[dict[str, Any]] = []
     for obj in load_file(path):
@@ -77,7 +77,7 @@ def load_inventory(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[st
         elif kind == "Node":
             nodes.append(obj)
         else:
-            raise ManifestError(f"{path}: expected Node objects (and ResourceSlices, DeviceClasses), "
+            raise ManifestError(f"{path}: expected Node objects (and ResourceSlices, DeviceClasses, NodePools), "
                                 f"found kind {kind!r}")
     return nodes, dra
 

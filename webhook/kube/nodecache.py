@@ -40,6 +40,7 @@ import orjson
 
 from ..cluster.dra import Device, DraView, devices_by_node, dra_view
 from ..cluster.inventory import NodeGPUs, node_gpus, with_devices
+from ..cluster.provisioners import NODEPOOL_GROUP, NODEPOOL_PLURAL, NODEPOOL_VERSION, read_provisioners
 from ..cluster.snapshot import ClassTable, Snapshot, carry_node_views
 from ..cluster.usage import holds_gpus, pod_gpus_of
 from ..config import Config
@@ -49,7 +50,7 @@ from .heap import Settler
 log = logging.getLogger("vramgate.nodecache")
 
 Kind = Literal["Node", "Pod", "Namespace", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate", "ResourceClaim",
-               "PriorityClass"]
+               "PriorityClass", "NodePool"]
 KINDS: tuple[Kind, ...] = ("Node", "Pod", "Namespace")
 # resource.k8s.io/v1 (Kubernetes 1.34+): where DRA drivers publish GPUs, and what pods' claims refer to (the
 # templates, and the claims: pre-created ones a pod names by resourceClaimName, and those made for a pod from its
@@ -58,8 +59,10 @@ DRA_KINDS: tuple[Kind, ...] = ("ResourceSlice", "DeviceClass", "ResourceClaimTem
 # PriorityClasses: the value and preemption policy the Priority admission plugin will give a Pod of each class, so
 # the mutation can set them as it would and the plugin's re-run changes nothing (no second mutating call).
 PRIORITY_KIND: Kind = "PriorityClass"
+# Karpenter NodePools (karpenter.sh/v1, a CRD): the nodes the cluster can add, read when no node holds a workload.
+POOL_KIND: Kind = "NodePool"
 # Kinds an API server may not serve or the RBAC may not grant: listed as empty, retried now and then.
-OPTIONAL_KINDS: tuple[Kind, ...] = (*DRA_KINDS, PRIORITY_KIND)
+OPTIONAL_KINDS: tuple[Kind, ...] = (*DRA_KINDS, PRIORITY_KIND, POOL_KIND)
 ENFORCEMENT_LABEL = "vramgate.io/enforcement"
 # Only pods that hold devices: bound (``holds_gpus``) and not terminal. The API server filters the rest out, so
 # a pod arrives when it is bound and leaves (DELETED on the watch) when it finishes; creating, and the
@@ -70,12 +73,14 @@ POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Fail
 Outcome = Literal["applied", "unchanged", "stale", "gone", "error"]
 
 
-def inventory_kinds(config: Config, *, dra: bool | None = None, priorities: bool = True) -> tuple[Kind, ...]:
+def inventory_kinds(config: Config, *, dra: bool | None = None, priorities: bool = True, pools: bool = True
+                    ) -> tuple[Kind, ...]:
     """The kinds the service's inventory lists: Nodes, Pods, Namespaces; the DRA kinds (``dra``; default: when the
-    config names a DRA driver); PriorityClasses (``priorities``)."""
+    config names a DRA driver); PriorityClasses (``priorities``); Karpenter NodePools (``pools``)."""
     if dra is None:
         dra = bool(config.labels.dra_drivers)
-    return (*KINDS, *(DRA_KINDS if dra else ()), *((PRIORITY_KIND,) if priorities else ()))
+    return (*KINDS, *(DRA_KINDS if dra else ()), *((PRIORITY_KIND,) if priorities else ()),
+            *((POOL_KIND,) if pools else ()))
 
 
 def resource_version(obj: Any) -> str | None:
@@ -187,6 +192,10 @@ class InventoryState:
         # priority classes: name → (value, preemptionPolicy)
         self._priorities: dict[str, tuple[int, str]] = {}
         self._pc_rv: dict[str, int | None] = {}
+        # NodePools by name, and what they parse into (rebuilt only when one changes)
+        self._pools: dict[str, dict[str, Any]] = {}
+        self._pool_rv: dict[str, int | None] = {}
+        self._provisioners = read_provisioners((), config)
         # per kind
         self._resume: dict[Kind, str] = {}
         self._listed: set[Kind] = set()
@@ -239,6 +248,7 @@ class InventoryState:
                 dra=self._dra_view,
                 nodes_revision=self._nodes_revision,
                 priority_classes=self._priorities,
+                provisioners=self._provisioners,
             )
             if not nodes_changed:
                 # Pod churn changes free GPUs only: the first review after it must not re-sort the fleet.
@@ -267,6 +277,16 @@ class InventoryState:
             self._dra_rv = {k: v for k, v in self._dra_rv.items() if k[0] != kind or k[1] in objs}
             self._dra[kind] = objs
             self._dra_changed(kind)
+        elif kind == POOL_KIND:
+            pools: dict[str, dict[str, Any]] = {}
+            for obj in items:
+                name = _name(obj) if isinstance(obj, dict) else None
+                if name is not None:
+                    pools[name] = {**obj, "kind": POOL_KIND}  # list items carry no kind
+                    self._pool_rv[name] = rv_number(resource_version(obj))
+            self._pool_rv = {k: v for k, v in self._pool_rv.items() if k in pools}
+            self._pools = pools
+            self._pools_changed()
         elif kind == PRIORITY_KIND:
             seen = _upsert_each(items, _name, self._upsert_priority)
             for name in [n for n in self._pc_rv if n not in seen]:
@@ -354,6 +374,17 @@ class InventoryState:
                 self._dra[kind][key] = {**obj, "kind": kind}
             self._dra_changed(kind, key)
             return "applied"
+        if kind == POOL_KIND:
+            name = _name(obj)
+            if name is None:
+                return "unchanged"
+            new = rv_number(resource_version(obj))
+            if _stale(new, self._pool_rv.get(name)):
+                return "stale"
+            self._pool_rv[name] = new
+            self._pools[name] = {**obj, "kind": POOL_KIND}
+            self._pools_changed()
+            return "applied"
         if kind == PRIORITY_KIND:
             name = _name(obj)
             return "unchanged" if name is None else self._upsert_priority(name, obj)
@@ -376,6 +407,15 @@ class InventoryState:
             if self._dra[kind].pop(key, None) is None:
                 return "unchanged"
             self._dra_changed(kind, key)
+            return "applied"
+        if kind == POOL_KIND:
+            name = _name(obj)
+            if name is None or _stale(new, self._pool_rv.get(name)):
+                return "unchanged" if name is None else "stale"
+            self._pool_rv[name] = new  # tombstone until the next re-list
+            if self._pools.pop(name, None) is None:
+                return "unchanged"
+            self._pools_changed()
             return "applied"
         if kind == PRIORITY_KIND:
             name = _name(obj)
@@ -550,6 +590,15 @@ class InventoryState:
         if len(self._node_rv) > 2 * len(self._nodes) + 1024:
             self._node_rv = {k: v for k, v in self._node_rv.items() if k in self._nodes}
 
+    # ---- NodePools --------------------------------------------------------------------------
+
+    def _pools_changed(self) -> None:
+        # A new Provisioners (its offers cache starts empty): published snapshots keep the old one.
+        self._provisioners = read_provisioners(self._pools.values(), self.config)
+        for problem in self._provisioners.problems:  # left out: its nodes are not counted on
+            log.warning("%s; left out of scale-up", problem)
+        self._dirty = True
+
     # ---- priority classes ------------------------------------------------------------------
 
     def _upsert_priority(self, name: str, obj: dict[str, Any]) -> Outcome:
@@ -668,6 +717,7 @@ class KubeApi:
         self._core = k8s.CoreV1Api(api)
         self._resource = k8s.ResourceV1Api(api)
         self._scheduling = k8s.SchedulingV1Api(api)
+        self._custom = k8s.CustomObjectsApi(api)
         self._version = k8s.VersionApi(api)
         self._open: set[Any] = set()
         self._lock = threading.Lock()
@@ -682,6 +732,8 @@ class KubeApi:
             "ResourceClaimTemplate": res.list_resource_claim_template_for_all_namespaces,
             "ResourceClaim": res.list_resource_claim_for_all_namespaces,
             PRIORITY_KIND: self._scheduling.list_priority_class,
+            POOL_KIND: lambda **kw: self._custom.list_cluster_custom_object(
+                group=NODEPOOL_GROUP, version=NODEPOOL_VERSION, plural=NODEPOOL_PLURAL, **kw),
         }
         fn = calls[kind]
         if kind == "Pod":
@@ -835,9 +887,11 @@ class KubeInventory:
     def __init__(self, config: Config, kubeconfig: str | None = None, metrics: Metrics | None = None, *,
                  api: WatchApi | None = None, page_size: int = 500, watch_timeout_s: tuple[int, int] = (300, 600),
                  backoff_base_s: float = 0.5, backoff_cap_s: float = 3.0, dra: bool | None = None,
-                 priorities: bool | None = None, settler: Settler | None = None) -> None:
+                 priorities: bool | None = None, pools: bool | None = None, settler: Settler | None = None) -> None:
         """``dra``: also list+watch the DRA kinds (default: with the real client, when the config names a driver).
         ``priorities``: also list+watch PriorityClasses (default: with the real client).
+        ``pools``: also list+watch Karpenter NodePools (default: with the real client; none where the CRD is not
+        served or the RBAC does not grant them, asked again now and then).
 
         ``settler`` freezes the inventory out of the garbage collector after each list and after enough
         watch changes (``kube/heap.py``): the serving process passes one; without it the heap is left alone.
@@ -856,7 +910,9 @@ class KubeInventory:
             dra = api is None and bool(config.labels.dra_drivers)
         if priorities is None:
             priorities = api is None
-        self.kinds = inventory_kinds(config, dra=dra, priorities=priorities)
+        if pools is None:
+            pools = api is None
+        self.kinds = inventory_kinds(config, dra=dra, priorities=priorities, pools=pools)
         self._state = InventoryState(config, self.kinds)
         self._settler = settler
         self._lock = threading.Lock()

@@ -59,10 +59,11 @@ def build_inventory(args: argparse.Namespace, config: Config, metrics: Metrics) 
         return StaticInventory(nodes, config, dra)
     from ..kube.nodecache import KubeInventory
 
-    # PriorityClasses only where pods are mutated (the webhook's RBAC grants them; the extender's does not).
+    # PriorityClasses and NodePools only where pods are admitted (the webhook's RBAC grants them; the extender's
+    # does not).
     mutates = plays(getattr(args, "role", "all"), "webhook")
     return KubeInventory(config, kubeconfig=getattr(args, "kubeconfig", None), metrics=metrics,
-                         priorities=mutates, settler=heap.Settler())
+                         priorities=mutates, pools=mutates, settler=heap.Settler())
 
 
 def configmap_reader(config: Config, inventory: InventorySource, kubeconfig: str | None) -> ConfigMapReader | None:

@@ -69,6 +69,23 @@ def test_a_hostile_review_is_answered_within_a_second_without_an_error(svc: Serv
         assert answer.reason == "fits" and any("${VRAMGATE_UNKNOWN}" in w for w in answer.warnings)
 
 
+@pytest.mark.parametrize("case", [c for c in hostile.CASES if hostile.built(c)[0]["kind"] == "Pod"],
+                         ids=lambda c: c.name)
+def test_the_extender_keeps_every_node_for_a_pod_past_a_bound(svc: Service, case: hostile.Case) -> None:
+    from webhook.serve.extender.decide import Extender
+
+    snap = svc.state.inventory.snapshot()
+    extender = Extender(svc.state.config, svc.state.catalog, lambda: snap)
+    pod, _ = hostile.built(case)
+    names = sorted(snap.nodes)[:3]
+    start = time.perf_counter()
+    out = json.loads(extender.filter(json.dumps({"Pod": pod, "NodeNames": names}).encode()))
+    elapsed = time.perf_counter() - start
+    print(f"\n/scheduler/filter, {case.name}: {elapsed * 1000:.1f} ms")
+    assert elapsed < 1.0 and not out.get("Error")
+    assert out["NodeNames"] is not None
+
+
 def test_a_config_file_is_parsed_once_per_content(svc: Service) -> None:
     from webhook.units.bounds import CONFIG_FILES
 

@@ -113,9 +113,18 @@ async def _configmaps_of(state: AppState, req: Any) -> tuple[Runtimes | None, li
         log.debug("ConfigMap read failed", exc_info=True)
         return None, []
     if late:
-        log.warning("ConfigMaps not read within admission.configmap_budget_seconds; reading them in the background",
-                    extra={"fields": {"namespace": namespace, "configmaps": late}})
+        # A warning at most once a minute (a frozen API server would make it one per review), debug otherwise;
+        # vramgate_configmap_reads_late_total counts every one.
+        now = time.monotonic()
+        level = logging.WARNING if now - _LATE_LOGGED[0] >= 60 else logging.DEBUG
+        if level == logging.WARNING:
+            _LATE_LOGGED[0] = now
+        log.log(level, "ConfigMaps not read within admission.configmap_budget_seconds; reading them in the "
+                "background", extra={"fields": {"namespace": namespace, "configmaps": late}})
     return (Runtimes.of(found) if found else None), late
+
+
+_LATE_LOGGED = [float("-inf")]  # when the last warning about late ConfigMap reads was logged
 
 
 def _late_note(state: AppState, late: list[str]) -> str:

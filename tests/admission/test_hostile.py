@@ -185,7 +185,7 @@ class _ConfigMaps:
     def __init__(self, objects: list[dict[str, Any]]) -> None:
         self.objects = {o["metadata"]["name"]: o for o in objects}
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, timeout: float | None = None) -> Any:
         return self.objects[path.rsplit("/", 1)[-1]]
 
 
@@ -205,7 +205,8 @@ def test_a_config_from_a_configmap_is_parsed_off_the_event_loop(svc: Service, mo
 
     monkeypatch.setattr(CONFIG_FILES, "_parse", spy)
     api = _ConfigMaps([configmap])
-    svc.state.configmaps = ConfigMapReader(lambda: api)  # type: ignore[arg-type,return-value]
+    reader = ConfigMapReader(lambda: api)  # type: ignore[arg-type,return-value]
+    svc.state.configmaps = reader
     try:
         for _ in range(2):
             resp = svc.ask("validate", hostile.review(pod))
@@ -213,6 +214,7 @@ def test_a_config_from_a_configmap_is_parsed_off_the_event_loop(svc: Service, mo
     finally:
         svc.state.configmaps = None
     print(f"\nparsed in: {threads}")
+    assert reader.reads == 1  # read once, then remembered
     assert len(threads) == 1 and threads[0].startswith("AnyIO worker thread")
 
 

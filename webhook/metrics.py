@@ -54,6 +54,10 @@ class Metrics:
             "vramgate_client_disconnects", "Requests whose client went away before its body arrived (not an error)",
             ["endpoint"], registry=r,
         )
+        self.configmap_reads_late = Counter(
+            "vramgate_configmap_reads_late", "ConfigMap reads at admission that missed the review's budget "
+            "(admission.configmap_budget_seconds); each is done in the background for the next review", registry=r,
+        )
         self.hub_lookups = Counter(
             "vramgate_hub_lookups", "Unknown models asked of the model hub (config.hub), by result", ["result"],
             registry=r,

@@ -69,6 +69,23 @@ def test_a_hostile_review_is_answered_within_a_second_without_an_error(svc: Serv
         assert answer.reason == "fits" and any("${VRAMGATE_UNKNOWN}" in w for w in answer.warnings)
 
 
+@pytest.mark.parametrize("case", [c for c in hostile.CASES if hostile.built(c)[0]["kind"] == "Pod"],
+                         ids=lambda c: c.name)
+def test_the_extender_keeps_every_node_for_a_pod_past_a_bound(svc: Service, case: hostile.Case) -> None:
+    from webhook.serve.extender.decide import Extender
+
+    snap = svc.state.inventory.snapshot()
+    extender = Extender(svc.state.config, svc.state.catalog, lambda: snap)
+    pod, _ = hostile.built(case)
+    names = sorted(snap.nodes)[:3]
+    start = time.perf_counter()
+    out = json.loads(extender.filter(json.dumps({"Pod": pod, "NodeNames": names}).encode()))
+    elapsed = time.perf_counter() - start
+    print(f"\n/scheduler/filter, {case.name}: {elapsed * 1000:.1f} ms")
+    assert elapsed < 1.0 and not out.get("Error")
+    assert out["NodeNames"] is not None
+
+
 def test_a_config_file_is_parsed_once_per_content(svc: Service) -> None:
     from webhook.units.bounds import CONFIG_FILES
 
@@ -168,7 +185,7 @@ class _ConfigMaps:
     def __init__(self, objects: list[dict[str, Any]]) -> None:
         self.objects = {o["metadata"]["name"]: o for o in objects}
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, timeout: float | None = None) -> Any:
         return self.objects[path.rsplit("/", 1)[-1]]
 
 
@@ -188,7 +205,8 @@ def test_a_config_from_a_configmap_is_parsed_off_the_event_loop(svc: Service, mo
 
     monkeypatch.setattr(CONFIG_FILES, "_parse", spy)
     api = _ConfigMaps([configmap])
-    svc.state.configmaps = ConfigMapReader(lambda: api)  # type: ignore[arg-type,return-value]
+    reader = ConfigMapReader(lambda: api)  # type: ignore[arg-type,return-value]
+    svc.state.configmaps = reader
     try:
         for _ in range(2):
             resp = svc.ask("validate", hostile.review(pod))
@@ -196,6 +214,7 @@ def test_a_config_from_a_configmap_is_parsed_off_the_event_loop(svc: Service, mo
     finally:
         svc.state.configmaps = None
     print(f"\nparsed in: {threads}")
+    assert reader.reads == 1  # read once, then remembered
     assert len(threads) == 1 and threads[0].startswith("AnyIO worker thread")
 
 

@@ -232,9 +232,12 @@ def test_arithmetic_never_raises_and_stays_in_64_bits(expr: str, env: dict[str, 
 @given(script=st.one_of(_SHELL, _arithmetic().map(lambda e: f"vllm serve m --max-model-len $(( {e} ))")),
        params=st.lists(_SHELL, max_size=3))
 def test_scripts_never_raise(script: str, params: list[str]) -> None:
-    for cmd in split_script(script, {"X": "3"}, ["sh", *params]):
-        assert all(isinstance(w, str) for w in cmd.words)
-    commands_of({"command": ["sh", "-c", script, *params]}, {})
+    try:
+        for cmd in split_script(script, {"X": "3"}, ["sh", *params]):
+            assert all(isinstance(w, str) for w in cmd.words)
+        commands_of({"command": ["sh", "-c", script, *params]}, {})
+    except TooLarge:
+        assert len(script) > MAX_SCRIPT_BYTES  # the one thing a script may raise, and only past its bound
 
 
 _SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))

@@ -16,7 +16,7 @@ class Api:
     def __init__(self, objects: dict[str, dict[str, Any]], status: int = 404) -> None:
         self.objects, self.status, self.calls = objects, status, 0
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, timeout: float | None = None) -> Any:
         self.calls += 1
         name = path.rsplit("/", 1)[-1]
         if name in self.objects:

@@ -35,7 +35,9 @@ class RawApi:
         *,
         query: Mapping[str, str] | None = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> Any:
+        """One call; ``timeout`` (seconds, the whole call) replaces the client's own for this one."""
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -44,7 +46,7 @@ class RawApi:
                 method, path, query_params=list((query or {}).items()), header_params=headers, body=body,
                 auth_settings=["BearerToken"],
             )
-            resp = self.api_client.call_api(*params, _request_timeout=self.timeout)
+            resp = self.api_client.call_api(*params, _request_timeout=timeout or self.timeout)
             raw = resp.read()
         except Exception as exc:  # urllib3/socket/ssl errors: the API server is unreachable
             status = getattr(exc, "status", None)
@@ -55,8 +57,8 @@ class RawApi:
         # decoding holds the GIL the event loop needs.
         return orjson.loads(raw) if raw else None
 
-    def get(self, path: str, query: Mapping[str, str] | None = None) -> Any:
-        return self.request("GET", path, query=query)
+    def get(self, path: str, query: Mapping[str, str] | None = None, timeout: float | None = None) -> Any:
+        return self.request("GET", path, query=query, timeout=timeout)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -86,8 +86,19 @@ def _mounted_in_commands(pod: dict[str, Any]) -> list[str]:
     return names
 
 
+# The shortest time left worth a read: below it the read is left to the background at once.
+_MIN_READ_SECONDS = 0.05
+# ConfigMaps waiting to be read in the background, at most (more are dropped: the next review asks again).
+MAX_PENDING = 64
+
+
 class ConfigMapReader:
-    """A bounded, time-limited cache of ConfigMaps read with ``get`` (thread-safe; calls block: use a thread)."""
+    """A bounded, time-limited cache of ConfigMaps read with ``get`` (thread-safe; calls block: use a thread).
+
+    A review's reads keep to its deadline: each ``get`` is one attempt (the client makes no retries, see
+    ``serve/server.py``) with what is left of the deadline as its timeout. A ConfigMap not read in time is read
+    again in the background, by one thread, with the client's own timeout, so the next review finds it.
+    """
 
     def __init__(self, api: Callable[[], RawApi], ttl: float = 30.0, max_entries: int = 1024) -> None:
         self._api_factory = api
@@ -98,6 +109,9 @@ class ConfigMapReader:
         self._lock = threading.Lock()
         self.forbidden = False
         self.reads = 0
+        self._pending: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._wake = threading.Condition(self._lock)
+        self._worker: threading.Thread | None = None
 
     def _cached(self, key: tuple[str, str]) -> tuple[bool, dict[str, Any] | None]:
         with self._lock:
@@ -115,23 +129,83 @@ class ConfigMapReader:
 
     def read(self, namespace: str, names: list[str], deadline: float) -> list[dict[str, Any]]:
         """The ConfigMaps among ``names`` that exist (cached, or read now until ``deadline`` on the monotonic clock)."""
+        return self.read_timed(namespace, names, deadline)[0]
+
+    def read_timed(self, namespace: str, names: list[str], deadline: float) -> tuple[list[dict[str, Any]], list[str]]:
+        """The ConfigMaps among ``names`` that exist, and the names not read by ``deadline`` (the API server was
+        slow, or the time ran out first): those are read in the background for the next review."""
         out: list[dict[str, Any]] = []
+        late: list[str] = []
+        self.connect()
         for name in names:
             key = (namespace, name)
             known, obj = self._cached(key)
-            if not known and not self.forbidden and time.monotonic() < deadline:
-                obj = self._get(namespace, name)
+            if not known and not self.forbidden:
+                left = deadline - time.monotonic()
+                obj = None
+                if left >= _MIN_READ_SECONDS:
+                    try:
+                        obj = self._get(namespace, name, timeout=left)
+                    except _Unreachable:
+                        left = 0
+                if left < _MIN_READ_SECONDS and not self.forbidden:
+                    late.append(name)
+                    self._later(key)
             if obj is not None:
                 out.append(obj)
-        return out
+        return out, late
 
-    def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def _later(self, key: tuple[str, str]) -> None:
+        with self._wake:
+            if key in self._pending or len(self._pending) >= MAX_PENDING:
+                return
+            self._pending[key] = None
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._drain, name="vramgate-configmaps", daemon=True)
+                self._worker.start()
+            self._wake.notify()
+
+    def _drain(self) -> None:
+        """The background reader: one ConfigMap at a time, with the client's own timeout; exits when idle."""
+        while True:
+            with self._wake:
+                if not self._pending:
+                    self._wake.wait(timeout=30)
+                    if not self._pending:
+                        self._worker = None
+                        return
+                key = next(iter(self._pending))
+            try:
+                known, _ = self._cached(key)
+                if not known and not self.forbidden:
+                    self._get(*key)
+            except _Unreachable:
+                pass  # still unreachable: the next review that needs it asks again
+            except Exception:  # never let the background reader die on one bad answer
+                log.debug("background ConfigMap read failed", exc_info=True)
+            finally:
+                with self._wake:
+                    self._pending.pop(key, None)
+
+    def pending(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._pending)
+
+    def connect(self) -> RawApi:
+        """The API client, made on first use (reading the kubeconfig or service account takes a moment)."""
         if self._api is None:
             self._api = self._api_factory()
+        return self._api
+
+    def _get(self, namespace: str, name: str, timeout: float | None = None) -> dict[str, Any] | None:
+        """The ConfigMap (None when missing or not allowed); raises _Unreachable when the call did not finish."""
+        api = self.connect()
         self.reads += 1
         try:
-            obj = self._api.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+            obj = api.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}", timeout=timeout)
         except ApiError as exc:
+            if exc.status == 0:
+                raise _Unreachable from exc
             if exc.status == 404:
                 self._remember((namespace, name), None)
             elif exc.status in (401, 403):
@@ -149,3 +223,7 @@ class ConfigMapReader:
         with self._lock:
             for key, (_, obj) in list(self._cache.items()):
                 yield key, obj
+
+
+class _Unreachable(Exception):
+    """A ConfigMap read that timed out or could not connect."""

@@ -74,7 +74,10 @@ def configmap_reader(config: Config, inventory: InventorySource, kubeconfig: str
     def api() -> RawApi:
         from ..kube.client import api_client
 
-        return RawApi(api_client(kubeconfig or getattr(inventory, "kubeconfig", None)), timeout=2.0)
+        # No client retries: urllib3's default three made a frozen API server cost 4 x 2 s per review, past the
+        # webhook's timeoutSeconds. A review's read is one attempt within its budget; a late one is read again in
+        # the background (kube/configmaps.py).
+        return RawApi(api_client(kubeconfig or getattr(inventory, "kubeconfig", None), retries=False), timeout=2.0)
 
     return ConfigMapReader(api, ttl=config.admission.configmap_ttl_seconds)
 

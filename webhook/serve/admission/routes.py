@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import anyio.to_thread
@@ -63,12 +64,16 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     except BadReview as exc:
         metrics.bad_requests.labels(webhook, exc.reason).inc()
         return _plain(400, str(exc))
-    runtimes = await _configmaps_of(state, req)
+    runtimes, late = await _configmaps_of(state, req)
     try:
         answer = decide(state, req, webhook, runtimes)
     except Exception:  # decide() answers its own errors; this is the last line of defence against a 500
         log.exception("admission failed", extra={"fields": {"uid": req["uid"], "webhook": webhook}})
         answer = failure_answer(state, webhook)
+    if late:
+        metrics.configmap_reads_late.inc(len(late))
+        if webhook == "validate":
+            answer = replace(answer, warnings=(*answer.warnings, _late_note(state, late)))
     body = render(req["uid"], answer.allowed, message=answer.message, warnings=answer.warnings,
                   patch=answer.patch or None)
     elapsed = time.perf_counter() - start
@@ -90,23 +95,42 @@ async def _review(request: Request, webhook: Webhook) -> Response:
     return Response(body, media_type="application/json")
 
 
-async def _configmaps_of(state: AppState, req: Any) -> Runtimes | None:
-    """The ConfigMaps the object's env refers to, read off the event loop within the review's budget (or None)."""
+async def _configmaps_of(state: AppState, req: Any) -> tuple[Runtimes | None, list[str]]:
+    """The ConfigMaps the object's env refers to, read off the event loop within the review's budget (or None),
+    and the names not read in time (read in the background for the next review)."""
     reader = state.configmaps
     obj = req.get("object")
     if reader is None or req.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
-        return None
+        return None, []
     names = configmap_refs(obj)
     namespace = req.get("namespace")
     if not names or not isinstance(namespace, str) or not namespace:
-        return None
+        return None, []
     deadline = time.monotonic() + state.config.admission.configmap_budget_seconds
     try:
-        found = await anyio.to_thread.run_sync(_read_and_parse, reader, namespace, names, deadline)
+        found, late = await anyio.to_thread.run_sync(_read_and_parse, reader, namespace, names, deadline)
     except Exception:  # a read that fails leaves the values unknown, as without the reader
         log.debug("ConfigMap read failed", exc_info=True)
-        return None
-    return Runtimes.of(found) if found else None
+        return None, []
+    if late:
+        # A warning at most once a minute (a frozen API server would make it one per review), debug otherwise;
+        # vramgate_configmap_reads_late_total counts every one.
+        now = time.monotonic()
+        level = logging.WARNING if now - _LATE_LOGGED[0] >= 60 else logging.DEBUG
+        if level == logging.WARNING:
+            _LATE_LOGGED[0] = now
+        log.log(level, "ConfigMaps not read within admission.configmap_budget_seconds; reading them in the "
+                "background", extra={"fields": {"namespace": namespace, "configmaps": late}})
+    return (Runtimes.of(found) if found else None), late
+
+
+_LATE_LOGGED = [float("-inf")]  # when the last warning about late ConfigMap reads was logged
+
+
+def _late_note(state: AppState, late: list[str]) -> str:
+    budget = state.config.admission.configmap_budget_seconds
+    return (f"ConfigMap {', '.join(late)} not read within {budget:g} s (admission.configmap_budget_seconds): the "
+            "values it sets are not known in this answer; it is being read for the next one")
 
 
 # A ConfigMap value this long, over several lines, may be a config file an engine reads (a trainer's YAML): it is
@@ -114,15 +138,16 @@ async def _configmaps_of(state: AppState, req: Any) -> Runtimes | None:
 _PARSE_AHEAD_CHARS = 4096
 
 
-def _read_and_parse(reader: ConfigMapReader, namespace: str, names: list[str], deadline: float) -> list[dict[str, Any]]:
-    found = reader.read(namespace, names, deadline)
+def _read_and_parse(reader: ConfigMapReader, namespace: str, names: list[str],
+                    deadline: float) -> tuple[list[dict[str, Any]], list[str]]:
+    found, late = reader.read_timed(namespace, names, deadline)
     for cm in found:
         data = cm.get("data")
         for key, value in (data.items() if isinstance(data, dict) else ()):
             if isinstance(value, str) and len(value) >= _PARSE_AHEAD_CHARS and "\n" in value:
                 with contextlib.suppress(TooLarge, yaml.YAMLError):
                     CONFIG_FILES.load(value, f"ConfigMap {cm.get('metadata', {}).get('name')} key {key}")
-    return found
+    return found, late
 
 
 def _fields(req: Any, webhook: str, verdict: str, answer: Answer, elapsed: float) -> dict[str, Any]:

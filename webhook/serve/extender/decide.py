@@ -26,6 +26,7 @@ from ...decide.slices import spans_hosts
 from ...kinds import WorkloadError, pod_view
 from ...metrics import Metrics
 from ...models.catalog import Catalog
+from ...units.bounds import TooLarge
 from ...units.declaration import DeclarationError
 from .wire import BadRequest, Parsed, check_names, node_name, parse_args
 
@@ -136,6 +137,10 @@ class Extender:
         except DeclarationError as exc:
             log.warning("pod %s/%s: malformed GPU declaration, keeping every node (admission rejects it): %s",
                         view.namespace, view.name, exc)
+            return None
+        except (TooLarge, OverflowError, RecursionError) as exc:
+            # Past a bound of units/bounds.py: admission admitted it unjudged; the extender keeps every node for it.
+            log.debug("pod %s/%s: not judged (too large: %s), keeping every node", view.namespace, view.name, exc)
             return None
         if demand is None:
             return None

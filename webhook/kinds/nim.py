@@ -140,18 +140,13 @@ def _device_request(device: dict[str, Any], where: str, warnings: list[str]) -> 
     cel = [e for e in as_list(device.get("celExpressions")) if isinstance(e, str) and e.strip()]
     if cel:
         exprs += [" ".join(e.split()) for e in cel]
-    for i, sel in enumerate(as_list(device.get("attributeSelectors"))):
-        expr = _attribute_expr(sel, driver) if isinstance(sel, dict) else None
-        if expr is None:
-            warnings.append(f"{where}.attributeSelectors[{i}]: not read; taken as \"may match\"")
-        else:
-            exprs.append(expr)
-    for i, sel in enumerate(as_list(device.get("capacitySelectors"))):
-        expr = _capacity_expr(sel, driver) if isinstance(sel, dict) else None
-        if expr is None:
-            warnings.append(f"{where}.capacitySelectors[{i}]: not read; taken as \"may match\"")
-        else:
-            exprs.append(expr)
+    for key, build in (("attributeSelectors", _attribute_expr), ("capacitySelectors", _capacity_expr)):
+        for i, sel in enumerate(as_list(device.get(key))):
+            expr = build(sel, driver) if isinstance(sel, dict) else None
+            if expr is None:
+                warnings.append(f"{where}.{key}[{i}]: not read; taken as \"may match\"")
+            else:
+                exprs.append(expr)
     return {"name": str(device.get("name") or "gpu"), "exactly": {
         "allocationMode": "ExactCount", "count": n if isinstance(n, int) and n >= 1 else 1, "deviceClassName": cls,
         "selectors": [{"cel": {"expression": e}} for e in exprs]}}

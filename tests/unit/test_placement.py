@@ -188,3 +188,33 @@ def test_admitting_a_band_estimate_stops_at_the_first_roomy_node(monkeypatch: py
     # The same answer as judging every node: the first node (in the given order) that holds the expected size.
     small_first = [n(name="t4", mem=15360), n(name="a10", mem=23028), n(name="a100", mem=81920)]
     assert cluster_verdict(d, small_first).best_node == "a10"
+
+
+def test_a_huge_batch_is_suggested_down_by_bisection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A generated pod declaring a batch of 10^9 froze the review: the batch suggestion scanned every smaller batch.
+    import webhook.decide.placement as placement
+
+    calls = 0
+    real = placement.run_estimate
+
+    def counted(req):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        return real(req)
+
+    monkeypatch.setattr(placement, "run_estimate", counted)
+    d = demand(pod(container(env={"MODEL_NAME": "llama-3-8b-instruct"}),
+                   annotations={"vramgate.io/batch-size": "1000000000", "vramgate.io/context-length": "8192"}))
+    v = cluster_verdict(d, [n(name="a100", mem=81920)])
+    assert not v.admit
+    tip = next(s for s in v.suggestions if s.startswith("batch "))
+    b = int(tip.split()[1])
+    assert 1 <= b < 1000
+    assert calls < 200
+    # Re-judged, the suggested batch is admitted and the next one is not: the bisection found the largest.
+    def at(batch: int) -> bool:
+        obj = pod(container(env={"MODEL_NAME": "llama-3-8b-instruct"}),
+                  annotations={"vramgate.io/batch-size": str(batch), "vramgate.io/context-length": "8192"})
+        return cluster_verdict(demand(obj), [n(name="a100", mem=81920)]).admit
+
+    assert at(b) and not at(b + 1)

@@ -36,6 +36,7 @@ class InstanceType:
     product: str  # a token of the vendor's products
     devices: int
     source: str
+    name: str = ""  # as the cloud spells it (node affinities compare label values exactly)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ def vendors() -> tuple[Vendor, ...]:
         rows = row.get("products") or {}
         products = sorted(((str(k).upper(), int(float(v["gib"]) * 1024), str(v.get("source", "")))
                            for k, v in rows.items()), key=lambda p: -len(p[0]))
-        types = {str(k).lower(): InstanceType(str(v["product"]).upper(), int(v["devices"]), str(v.get("source", "")))
+        types = {str(k).lower(): InstanceType(str(v["product"]).upper(), int(v["devices"]), str(v.get("source", "")),
+                                              str(k))
                  for k, v in (row.get("instance_types") or {}).items()}
         out.append(Vendor(name=str(name), resource=str(row["resource"]),
                           product_labels=tuple(row.get("product_labels") or ()),
@@ -174,6 +176,22 @@ def memory_values_holding(vendor: Vendor, floor_mib: int) -> tuple[str, ...]:
     the table with at least ``floor_mib`` MiB per GPU: what a node affinity can ask with ``In`` where no integer
     label (``vramgate.io/gpu-memory-mib``) is there yet for ``Gt``. A partitioned GPU is left to that label."""
     return tuple(f"{g}G" for g in sorted({mib // 1024 for _, mib, _ in vendor.products if mib >= floor_mib}))
+
+
+def instance_types_by_fit(vendor: Vendor, floor_mib: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the vendor's machine types whose devices hold ``floor_mib`` MiB each, those whose devices do not), spelled
+    as the cloud writes ``node.kubernetes.io/instance-type``: what a node affinity can ask of a node its
+    labeller has not reached yet, and of one a provisioner has not made yet."""
+    holding: list[str] = []
+    small: list[str] = []
+    for row in vendor.instance_types.values():
+        mib = next((m for token, m, _ in vendor.products if token == row.product), 0)
+        (holding if mib >= floor_mib else small).append(row.name)
+    return tuple(sorted(holding)), tuple(sorted(small))
+
+
+def instance_type_names_of_vendors() -> frozenset[str]:
+    return frozenset(row.name for v in vendors() for row in v.instance_types.values())
 
 
 _MEMORY_MODES = ("nps1", "nps2", "nps4", "nps8")

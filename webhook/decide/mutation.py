@@ -16,13 +16,15 @@ from jsonpointer import escape
 
 from ..cluster.accelerators import (
     NVIDIA,
+    instance_type_names_of_vendors,
+    instance_types_by_fit,
     memory_labels_of_vendors,
     memory_values_holding,
     partition_labels_of_vendors,
     partitioned_modes,
     vendor_named,
 )
-from ..cluster.cloud import PROVISIONER_KEYS, provisioner_requirements
+from ..cluster.cloud import INSTANCE_TYPE, PROVISIONER_KEYS, provisioner_requirements
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, with_memory_request, with_memory_selector
 from ..cluster.usage import container_gpus
 from ..config import Config
@@ -45,8 +47,17 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 PLUGIN_DEFAULT_SECONDS = 300
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 # The expressions vram_terms adds for another vendor's pod (read back so that re-applying never stacks them).
-_VENDOR_EXPRS = frozenset({*((k, "In") for k in memory_labels_of_vendors()),
+_VENDOR_EXPRS = frozenset({*((k, op) for k in memory_labels_of_vendors() for op in ("In", "DoesNotExist")),
                            *((k, "NotIn") for k in partition_labels_of_vendors())})
+_VENDOR_TYPES = instance_type_names_of_vendors()
+
+
+def _is_vendor_type_expr(e: Any) -> bool:
+    """A machine-type expression vram_terms writes for another vendor's pod (only the table's types, so a user's
+    own ``instance-type`` requirement is kept)."""
+    values = e.get("values") if isinstance(e, dict) else None
+    return (e.get("key") == INSTANCE_TYPE and e.get("operator") in ("In", "NotIn") and isinstance(values, list)
+            and bool(values) and all(v in _VENDOR_TYPES for v in values))
 
 
 def node_vram_floor_mib(demand: Demand) -> int | None:
@@ -91,6 +102,7 @@ def _base_of(term: dict[str, Any], a_key: str, g_key: str) -> dict[str, Any]:
                                                                                                      "DoesNotExist"))
         and not (provisioner and isinstance(e, dict) and e.get("key") in PROVISIONER_KEYS)
         and not (fallback and isinstance(e, dict) and (e.get("key"), e.get("operator")) in _VENDOR_EXPRS)
+        and not (fallback and _is_vendor_type_expr(e))
     ]
     base = {k: v for k, v in term.items() if k != "matchExpressions"}
     if kept:
@@ -122,6 +134,19 @@ def vram_terms(terms: list[Any] | None, floor_mib: int, config: Config, vendor: 
         ours.extend([{"key": a_key, "operator": "DoesNotExist"},
                      {"key": label, "operator": "In", "values": list(sizes)}, *[dict(e) for e in whole]]
                     for label in other.memory_labels if sizes)
+        holding, small = instance_types_by_fit(other, floor_mib)
+        if not other.memory_labels:
+            # Gaudi, TPU and Neuron nodes carry no memory label, only vramgate's from the controller: a node it has
+            # not labelled yet stays open (the extender, where it runs, still judges it) unless its machine type is
+            # one whose devices are too small. NotIn holds where the label is missing, so on-premises nodes and
+            # those a provisioner would make of a type that holds the pod both qualify.
+            ours.append([{"key": a_key, "operator": "DoesNotExist"},
+                         *([{"key": INSTANCE_TYPE, "operator": "NotIn", "values": list(small)}] if small else [])])
+        elif holding and config.admission.provisioner_affinity and not unlabelled:
+            # A node a provisioner makes has neither label until the labeller runs: its machine type tells.
+            ours.append([{"key": a_key, "operator": "DoesNotExist"},
+                         *({"key": k, "operator": "DoesNotExist"} for k in other.memory_labels),
+                         {"key": INSTANCE_TYPE, "operator": "In", "values": list(holding)}])
     else:
         ours.append([{"key": a_key, "operator": "DoesNotExist"},
                      {"key": g_key, "operator": "Gt", "values": list(value)}])

@@ -86,6 +86,10 @@ class Health(_Section):
     """How node conditions, taints and capacity gaps become a health state."""
 
     fault_conditions: list[str] = Field(default_factory=lambda: list(DEFAULT_FAULT_CONDITIONS))
+    # Conditions that say the hardware is ready, so False is the fault: the EKS node monitoring agent's
+    # AcceleratedHardwareReady covers NVIDIA (XID, DCGM) and AWS Neuron devices alike (aws/eks-node-monitoring-agent
+    # README, v1.7.0; EKS node auto repair replaces such a node). Unknown is not a fault.
+    fault_when_false: list[str] = Field(default_factory=lambda: ["AcceleratedHardwareReady"])
     fault_taints: list[str] = Field(default_factory=lambda: list(DEFAULT_FAULT_TAINTS))
     # A node is unhealthy once more than this fraction of its GPUs is unhealthy (else degraded).
     unhealthy_fraction: float = Field(0.5, ge=0, le=1)

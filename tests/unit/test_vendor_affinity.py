@@ -126,3 +126,19 @@ def test_a_users_own_machine_type_requirement_is_kept() -> None:
         "nodeSelectorTerms": [{"matchExpressions": [mine]}]}}}
     out = _mutated(pod, nodes)
     assert all(mine in t["matchExpressions"] for t in _terms(out))
+
+
+def test_the_eks_agents_accelerated_hardware_condition_false_is_a_fault_on_neuron_and_nvidia() -> None:
+    neuron = _items("accelerators/nodes-neuron.yaml")[0]
+    h100 = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "h100-0", "labels": {"nvidia.com/gpu.memory": "81559"}},
+            "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"}}}
+    for node in (neuron, h100):
+        assert node_gpus(node, CFG).health == "healthy"
+        for state, healthy in (("True", True), ("Unknown", True), ("False", False)):
+            node["status"]["conditions"] = [{"type": "Ready", "status": "True"},
+                                            {"type": "AcceleratedHardwareReady", "status": state,
+                                             "reason": "NeuronHardwareError" if state == "False" else "Ready"}]
+            view = node_gpus(node, CFG)
+            assert (view.health == "healthy") is healthy, (node["metadata"]["name"], state, view.health_reason)
+        assert "AcceleratedHardwareReady=False (NeuronHardwareError)" in view.health_reason

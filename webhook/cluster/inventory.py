@@ -135,14 +135,19 @@ def _taints(node: dict[str, Any]) -> tuple[dict[str, str], ...]:
 
 
 def fault_of(node: dict[str, Any], config: Config) -> str | None:
-    """The first GPU fault a node reports: a fault condition that is True, or a fault taint."""
+    """The first GPU fault a node reports: a fault condition that is True, a readiness one that is False, or a fault
+    taint."""
     status = node.get("status") or {}
     conditions = status.get("conditions") if isinstance(status, dict) else None
     wanted = set(config.health.fault_conditions)
+    ready = set(config.health.fault_when_false)
     for cond in conditions or []:
-        if isinstance(cond, dict) and cond.get("type") in wanted and cond.get("status") == "True":
+        if not isinstance(cond, dict):
+            continue
+        kind, state = cond.get("type"), cond.get("status")
+        if (kind in wanted and state == "True") or (kind in ready and state == "False"):
             message = str(cond.get("message") or cond.get("reason") or "").strip()
-            return f"condition {cond['type']}=True" + (f" ({message[:80]})" if message else "")
+            return f"condition {kind}={state}" + (f" ({message[:80]})" if message else "")
     spec = node.get("spec") or {}
     taints = spec.get("taints") if isinstance(spec, dict) else None
     fault_taints = {*config.health.fault_taints, *fault_taints_of_vendors()}

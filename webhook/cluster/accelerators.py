@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from .mig import MigProfile
+
 NVIDIA = "nvidia"
 _GIB_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(?:G|GB|Gi|GiB)?$", re.IGNORECASE)
 
@@ -101,6 +103,7 @@ class VendorGPUs:
     count: int = 0  # devices the labels or the instance type declare (what the node has once its plugin runs)
     topology: str = ""  # the slice the node belongs to ("4x4"), "" when not said
     cores: CoreView | None = None
+    partitions: tuple[MigProfile, ...] = ()  # AMD partitions advertised one resource per mode (mixed naming)
 
 
 @cache
@@ -195,6 +198,47 @@ def instance_type_names_of_vendors() -> frozenset[str]:
 
 
 _MEMORY_MODES = ("nps1", "nps2", "nps4", "nps8")
+# The AMD device plugin's --resource_naming_strategy=mixed advertises each partition mode as its own resource,
+# amd.com/<compute>_<memory> (amd.com/cpx_nps4, amd.com/spx_nps1), where "single" calls every one amd.com/gpu
+# (ROCm/k8s-device-plugin docs "Resource Naming Strategy"; instinct.docs.amd.com k8s-device-plugin user-guide).
+PARTITION_PREFIX = "amd.com/"
+
+
+def is_partition_name(name: str) -> bool:
+    """Whether ``name`` is a partition mode a mixed-naming resource carries (``cpx_nps4``)."""
+    compute, _, memory = name.lower().partition("_")
+    v = vendor_named("amd")
+    return v is not None and compute in v.partitions and memory in _MEMORY_MODES
+
+
+def partition_resources() -> tuple[str, ...]:
+    v = vendor_named("amd")
+    return tuple(f"{PARTITION_PREFIX}{c}_{m}" for c in (v.partitions if v else ()) for m in _MEMORY_MODES)
+
+
+def node_partitions(product_mib_: int, product: str, capacity: Any, allocatable: Any) -> tuple[MigProfile, ...]:
+    """The AMD partitions a node advertises under the mixed naming strategy, as slices: one GPU's memory split
+    evenly between the mode's compute partitions (MI300X CPX: 192 GB / 8 = 24 GB), smallest first."""
+    cap = capacity if isinstance(capacity, dict) else {}
+    alloc = allocatable if isinstance(allocatable, dict) else {}
+    v = vendor_named("amd")
+    out = []
+    for resource in partition_resources() if v is not None else ():
+        n_cap = _int(cap.get(resource))
+        if not n_cap:
+            continue
+        mode = resource[len(PARTITION_PREFIX):]
+        split = v.partitions.get(mode.split("_")[0], 1) if v is not None else 1
+        out.append(MigProfile(name=mode, memory_mib=product_mib_ // split if product_mib_ else 0,
+                              memory_source="product", capacity=n_cap,
+                              allocatable=min(_int(alloc.get(resource)), n_cap), labelled_count=0,
+                              product=f"{product or 'AMD GPU'} {mode.upper()} partition"))
+    return tuple(sorted(out, key=lambda p: (p.memory_mib, p.name)))
+
+
+def slice_resource(vendor: str, name: str, mig_prefix: str = "nvidia.com/mig-") -> str:
+    """The resource a pod asks for one slice of this name: ``nvidia.com/mig-1g.10gb``, ``amd.com/cpx_nps4``."""
+    return f"{PARTITION_PREFIX}{name}" if vendor == "amd" else f"{mig_prefix}{name}"
 
 
 def partitioned_modes(vendor: Vendor) -> tuple[str, ...]:
@@ -309,8 +353,9 @@ def node_vendor_gpus(labels: dict[str, str], capacity: Any, allocatable: Any) ->
                      or "").strip().lower()
     for v in vendors():
         # Most nodes are no vendor's: one C-level prefix test per label rules a vendor out before any parsing.
+        mixed = partition_resources() if v.partitions else ()
         if not (any(r in cap for r in v.resources) or instance_type in v.instance_types
-                or any(k.startswith(v.label_prefixes) for k in labels)):
+                or any(k.startswith(v.label_prefixes) for k in labels) or any(r in cap for r in mixed)):
             continue
         n_cap = sum(_int(cap.get(r)) for r in v.device_resources[:1]) or max(
             (_int(cap.get(r)) for r in v.device_resources[1:]), default=0)
@@ -318,7 +363,7 @@ def node_vendor_gpus(labels: dict[str, str], capacity: Any, allocatable: Any) ->
         products, telling, own = _products(labels, v, by_type)
         memories = [m for m in (_gib(x) for x in _label(labels, v.memory_labels)) if m]
         core_cap = _int(cap.get(v.cores)) if v.cores else 0
-        if not n_cap and not core_cap and not products and not memories:
+        if not n_cap and not core_cap and not products and not memories and not any(_int(cap.get(r)) for r in mixed):
             continue
         n_alloc = min(sum(_int(alloc.get(r)) for r in v.device_resources[:1]) or max(
             (_int(alloc.get(r)) for r in v.device_resources[1:]), default=0), n_cap)
@@ -352,7 +397,8 @@ def node_vendor_gpus(labels: dict[str, str], capacity: Any, allocatable: Any) ->
         return VendorGPUs(vendor=v.name, capacity=n_cap, allocatable=n_alloc, product=product, vram_mib=vram,
                           vram_source=source, partition=partition, labelled=bool(products or memories),
                           count=count, topology=topology,
-                          cores=_cores(v, cap, alloc, n_cap or count, count, vram, token))
+                          cores=_cores(v, cap, alloc, n_cap or count, count, vram, token),
+                          partitions=node_partitions(table, token or product, cap, alloc) if mixed else ())
     return None
 
 

@@ -228,13 +228,16 @@ def node_gpus(node: dict[str, Any], config: Config) -> NodeGPUs:
         source = "unknown"
     fault = fault_of(node, config)
     profiles = node_profiles(labels, status.get("capacity"), status.get("allocatable"), keys.mig_resource_prefix)
+    if other is not None and other.partitions:
+        profiles = other.partitions  # AMD's mixed naming: one resource per partition mode, judged as slices are
     # Mixed strategy: the MIG slices are devices too (a node whose every GPU is partitioned has no nvidia.com/gpu).
     mig_capacity = sum(p.capacity for p in profiles)
     mig_allocatable = sum(p.allocatable for p in profiles)
     health, reason = classify(capacity + mig_capacity, allocatable + mig_allocatable,
                               labelled or bool(profiles), fault, config, vendor)
-    if profiles:
-        reason = reason.replace(" GPUs", " GPUs and MIG slices") if mig_capacity else reason
+    if profiles and mig_capacity:
+        slices = "MIG slices" if vendor == NVIDIA else "partitions"
+        reason = reason.replace(" GPUs", f" GPUs and {slices}" if capacity else f" {slices}")
     if vendor != NVIDIA:
         reason = reason.replace(keys.gpu_resource, resource_of(vendor, keys.gpu_resource))  # habana.ai/gaudi …
     return NodeGPUs(

@@ -17,6 +17,7 @@ admit a borderline pod, never reject one that fits.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,12 +46,14 @@ def is_profile(name: str) -> bool:
     return PROFILE_RE.match(name) is not None
 
 
-def profile_of(resource: str, prefix: str = "nvidia.com/mig-") -> str | None:
-    """The MIG profile a resource name asks for (``nvidia.com/mig-1g.10gb`` → ``1g.10gb``), else None."""
+def profile_of(resource: str, prefix: str = "nvidia.com/mig-", is_name: Callable[[str], bool] = is_profile
+               ) -> str | None:
+    """The MIG profile a resource name asks for (``nvidia.com/mig-1g.10gb`` → ``1g.10gb``), else None; with
+    ``is_name`` another vendor's slice names (AMD's ``amd.com/cpx_nps4``: cluster/accelerators.py)."""
     if not resource.startswith(prefix):
         return None
     profile = resource[len(prefix):]
-    return profile if is_profile(profile) else None
+    return profile if is_name(profile) else None
 
 
 def name_memory_mib(profile: str) -> int:

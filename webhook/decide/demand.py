@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..cluster.accelerators import NVIDIA, generic_model_note, resource_of, vendors
+from ..cluster.accelerators import (
+    NVIDIA,
+    PARTITION_PREFIX,
+    generic_model_note,
+    is_partition_name,
+    resource_of,
+    vendors,
+)
 from ..cluster.dra import DraView, Request, claims_vendor, pod_claims, with_templates
 from ..cluster.dra_extended import extended_request, gpu_resources
-from ..cluster.mig import profile_of
+from ..cluster.mig import is_profile, profile_of
 from ..config import Config, PlacementMode
 from ..engines import (
     ENGINES,
@@ -225,7 +233,8 @@ def _extended(view: PodView, gpus: int, containers: list[dict[str, Any]], config
     return (gpus, containers, tuple(requests)) if gpus else (total, found, tuple(requests))
 
 
-def mig_containers(view: PodView, prefix: str) -> tuple[tuple[tuple[str, int], ...], list[dict[str, Any]]]:
+def mig_containers(view: PodView, prefix: str, is_name: Callable[[str], bool] = is_profile
+                   ) -> tuple[tuple[tuple[str, int], ...], list[dict[str, Any]]]:
     """MIG slices per pod by profile (``nvidia.com/mig-1g.10gb: 1``): the app containers' sum, or the largest init
     container's, and the containers that ask them."""
     app: dict[str, int] = {}
@@ -241,7 +250,7 @@ def mig_containers(view: PodView, prefix: str) -> tuple[tuple[tuple[str, int], .
                      for r in amounts}
             asked = False
             for name in sorted(names):
-                profile = profile_of(name, prefix)
+                profile = profile_of(name, prefix, is_name)
                 if profile is None:
                     continue
                 n = _gpu_count(c, name, f"container {c.get('name', '?')}")
@@ -428,6 +437,10 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
                     vendor = v.name
                     break
         mig, mig_found = mig_containers(view, config.labels.mig_resource_prefix)
+        if not mig and not gpus:
+            # AMD's mixed naming (amd.com/cpx_nps4): partitions of one mode, judged as MIG slices are.
+            mig, mig_found = mig_containers(view, PARTITION_PREFIX, is_partition_name)
+            vendor = "amd" if mig else vendor
         mig_warning = None
         if mig:
             if gpus:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from ..cluster.accelerators import NVIDIA, resource_of, vendor_named
+from ..cluster.accelerators import NVIDIA, resource_of, slice_resource, vendor_named
 from ..cluster.dra import Device, Request, matching
 from ..cluster.inventory import NodeGPUs, vram_missing
 from ..config import PlacementMode
@@ -254,11 +254,16 @@ def for_mig(need: Need, node: NodeGPUs) -> NodeGPUs:
     return replace(node, capacity=capacity, allocatable=allocatable, labelled_count=labelled, vram_mib=vram,
                    product=product, plugin_missing=plugin_missing, unhealthy_gpus=capacity - allocatable,
                    labelled=node.labelled or bool(node.mig_profiles), health=health, health_reason=reason,
-                   vram_source="gfd" if vram else "unknown")
+                   vram_source=("gfd" if need.vendor != "amd" else "amd product") if vram else "unknown")
 
 
 def _mig_names(need: Need) -> str:
-    return ", ".join(f"nvidia.com/mig-{name}" for name, _ in need.mig)
+    return ", ".join(slice_resource(need.vendor, name) for name, _ in need.mig)
+
+
+def _slice_words(need: Need) -> tuple[str, str]:
+    """(what one slice is called, the whole device's resource): MIG's, or AMD's partitions under mixed naming."""
+    return ("MIG", "nvidia.com/gpu") if need.vendor != "amd" else ("AMD partition", "amd.com/gpu")
 
 
 def usable_mib(node: NodeGPUs, need: Need) -> float:
@@ -539,20 +544,23 @@ def _mig_verdict(demand: Demand, need: Need, whole: list[NodeGPUs], seen: list[N
                  if not any(c.what == "gpus" for c in t.changes)]
     try_ = f" Try: {'; '.join(tips)}" if tips else ""
     biggest = max(offered, key=lambda n: (n.vram_mib, n.capacity), default=None)
+    kind, device = _slice_words(need)
     if biggest is None:
         profiles = sorted({p.name for n in whole for p in n.mig_profiles})
-        has = (f"the cluster's MIG profiles: {', '.join('nvidia.com/mig-' + p for p in profiles)}" if profiles
-               else "no node has MIG slices (mig.strategy=mixed)")
-        return ClusterVerdict(False, Code.TOO_FEW_GPUS, f"{who}: asks {asked}; no node offers that MIG profile "
-                              f"({has}).{try_ or ' Try: a profile the cluster has, or nvidia.com/gpu'}",
+        none = ("no node has MIG slices (mig.strategy=mixed)" if need.vendor != "amd"
+                else "no node advertises AMD partitions by mode (the device plugin's mixed naming)")
+        has = (f"the cluster's {kind} profiles: {', '.join(slice_resource(need.vendor, p) for p in profiles)}"
+               if profiles else none)
+        return ClusterVerdict(False, Code.TOO_FEW_GPUS, f"{who}: asks {asked}; no node offers that {kind} profile "
+                              f"({has}).{try_ or f' Try: a profile the cluster has, or {device}'}",
                               suggestions=tuple(tips))
     if need.per_gpu_mib is not None and biggest.vram_mib > 0 and need.per_gpu_mib > usable_mib(biggest, need):
         usable = ""
         if (util := need.util_on(biggest.vram_mib)) < 1:
             usable = f", {_gib(biggest.vram_mib * util)} GiB usable at gpu-memory-utilization {util:g}"
         msg = (f"{who}: needs {_gib(need.expected or need.per_gpu_mib)} GiB VRAM per GPU ({_breakdown(demand)}"
-               f"{_at_least(need)}); {asked} is a {_gib(biggest.vram_mib)} GiB MIG slice ({biggest.name}, "
-               f"{biggest.product}{usable}).{try_ or ' Try: a larger MIG profile or a whole GPU'}")
+               f"{_at_least(need)}); {asked} is a {_gib(biggest.vram_mib)} GiB {kind} slice ({biggest.name}, "
+               f"{biggest.product}{usable}).{try_ or f' Try: a larger {kind} profile or a whole GPU'}")
         return ClusterVerdict(False, Code.VRAM_TOO_SMALL, msg, suggestions=tuple(tips))
     most = max(offered, key=lambda n: max(n.capacity, n.labelled_count))
     msg = (f"{who}: needs {need.gpus} {asked} slices on one node; no node has that (most: "
@@ -578,10 +586,10 @@ def _larger_slices(need: Need, whole: list[NodeGPUs]) -> list[str]:
     tips = []
     if slices:
         mib, name, node = min(slices)
-        tips.append(f"nvidia.com/mig-{name} ({_gib(mib)} GiB) on node {node}")
+        tips.append(f"{slice_resource(need.vendor, name)} ({_gib(mib)} GiB) on node {node}")
     if gpus:
         mib, product, node = min(gpus)
-        tips.append(f"nvidia.com/gpu: {need.gpus} ({product}, {_gib(mib)} GiB) on node {node}")
+        tips.append(f"{_slice_words(need)[1]}: {need.gpus} ({product}, {_gib(mib)} GiB) on node {node}")
     return tips
 
 

@@ -910,6 +910,13 @@ def test_gpu_workloads_only_match_conditions(render: Render) -> None:
         # Pods asking another vendor's GPUs (amd.com/gpu) are sent too: every resource of the accelerator table.
         for r in resources_of_vendors():
             assert expr.count(f"'{r}' in c.resources.limits") == 6 and f"t.key == '{r}'" in expr, r
+        # Slices named per profile (MIG mixed, AMD partitions) by prefix: no fixed list holds them.
+        prefixes = "k.startsWith('nvidia.com/mig-') || k.startsWith('amd.com/')"
+        assert expr.count(f"c.resources.limits.exists(k, {prefixes})") == 6, expr
+        assert expr.count(f"c.resources.requests.exists(k, {prefixes})") == 6, expr
+    own = one(render({"config": {"labels": {"mig_resource_prefix": "example.com/mig-"}}}, namespace=NS),
+              "ValidatingWebhookConfiguration")["webhooks"][0]["matchConditions"][0]["expression"]
+    assert "k.startsWith('example.com/mig-') || k.startsWith('nvidia.com/mig-')" in own
     off = render({"webhook": {"gpuWorkloadsOnly": False}}, namespace=NS)
     assert "matchConditions" not in one(off, "ValidatingWebhookConfiguration")["webhooks"][0]
 

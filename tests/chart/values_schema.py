@@ -179,6 +179,7 @@ def values_schema() -> Schema:
                 "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 10},
                 "gpuWorkloadsOnly": BOOL,
                 "acceleratorResources": {"type": "array", "items": STRING},
+                "acceleratorResourcePrefixes": {"type": "array", "items": STRING},
                 "unregisterOnUninstall": BOOL,
                 "excludedNamespaces": {"type": "array", "items": STRING},
                 "autofit": obj({"enabled": BOOL},

@@ -112,3 +112,30 @@ def test_admitted_amd_pod_is_mutated_for_amd_and_binds_to_the_mi300x(
     assert cluster.wait_pod_bound("llama-70b", namespace, timeout=60) == "e2e-mi300x-0"
     # Its GPU is busy now, in vramgate's own count of the AMD node.
     amd_cluster.wait_free("e2e-mi300x-0", 7)
+
+
+def test_a_partition_only_pod_reaches_the_webhook_and_a_70b_on_cpx_is_denied(
+        cluster: ControlPlane, gate: Vramgate, amd_nodes: Callable[..., None], namespace: str) -> None:
+    # Under the device plugin's mixed naming a pod asks only amd.com/cpx_nps4: the chart's gpu-workloads-only
+    # matchCondition sends it by prefix (no fixed resource list holds every mode), and the webhook judges it
+    # against a partition's share: 192 GB / 8 = 24 GiB, which a 70B in bf16 (~141 GiB) does not fit.
+    amd_nodes("e2e-mi300x-cpx", {**MI300X, "amd.com/gpu.compute-memory-partition": "cpx_nps4"}, gpus=0)
+    cluster.request("PATCH", "/api/v1/nodes/e2e-mi300x-cpx/status",
+                    {"status": {"capacity": {"amd.com/cpx_nps4": "64"}, "allocatable": {"amd.com/cpx_nps4": "64"}}},
+                    content_type="application/strategic-merge-patch+json")
+    gate.wait_inventory({"e2e-mi300x-cpx"})
+    c = _container("meta-llama/Llama-3.1-70B-Instruct")
+    c["resources"]["limits"] = {"amd.com/cpx_nps4": "1"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-70b-cpx"}, "spec": {"containers": [c]}}
+    with pytest.raises(Exception) as err:
+        cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+    msg = str(err.value)
+    assert "validate.vramgate.io" in msg and "amd.com/cpx_nps4 is a 24 GiB AMD partition slice" in msg, msg
+    # An 8B fits a partition: admitted and mutated for AMD (so the webhook saw it, not just the rejection path).
+    c8 = _container("meta-llama/Llama-3.1-8B-Instruct")
+    c8["resources"]["limits"] = {"amd.com/cpx_nps4": "1"}
+    created = cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods",
+                              {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-8b-cpx"},
+                               "spec": {"containers": [c8]}})
+    assert "vramgate.io/estimate" in created["metadata"]["annotations"], created["metadata"]
+    assert "amd.com/gpu" in {t.get("key") for t in created["spec"].get("tolerations", [])}

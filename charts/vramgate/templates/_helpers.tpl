@@ -147,6 +147,12 @@ objectSelector:
 The resources a GPU pod asks: the config's (labels.gpu_resource, NVIDIA's by default) and the other vendors' of
 webhook/data/accelerators.yaml (webhook.acceleratorResources: amd.com/gpu), as a JSON list.
 */}}
+{{/* Prefixes of per-profile slice resources (MIG mixed, AMD partitions), config's MIG prefix first. */}}
+{{- define "vramgate.gpuResourcePrefixes" -}}
+{{- $m := dig "labels" "mig_resource_prefix" "nvidia.com/mig-" (.Values.config | default dict) }}
+{{- prepend (.Values.webhook.acceleratorResourcePrefixes | default list) $m | uniq | toJson }}
+{{- end }}
+
 {{- define "vramgate.gpuResources" -}}
 {{- $r := dig "labels" "gpu_resource" "nvidia.com/gpu" (.Values.config | default dict) }}
 {{- prepend (.Values.webhook.acceleratorResources | default list) $r | uniq | toJson }}
@@ -164,6 +170,14 @@ case)? Everything else is none of vramgate's business, and kube-apiserver need n
 {{- $req = append $req (printf "'%s' in c.resources.requests" .) -}}
 {{- $key = append $key (printf "t.key == '%s'" .) -}}
 {{- end -}}
+{{- $pre := list -}}
+{{- range .prefixes -}}
+{{- $pre = append $pre (printf "k.startsWith('%s')" .) -}}
+{{- end -}}
+{{- if $pre -}}
+{{- $lim = append $lim (printf "c.resources.limits.exists(k, %s)" (join " || " $pre)) -}}
+{{- $req = append $req (printf "c.resources.requests.exists(k, %s)" (join " || " $pre)) -}}
+{{- end -}}
 {{- $c := printf "has(c.resources) && ((has(c.resources.limits) && (%s)) || (has(c.resources.requests) && (%s)))" (join " || " $lim) (join " || " $req) -}}
 ((has({{ $p }}.resourceClaims) && size({{ $p }}.resourceClaims) > 0) || (has({{ $p }}.containers) && {{ $p }}.containers.exists(c, {{ $c }})) || (has({{ $p }}.initContainers) && {{ $p }}.initContainers.exists(c, {{ $c }})) || (has({{ $p }}.tolerations) && {{ $p }}.tolerations.exists(t, (has(t.key) && ({{ join " || " $key }})) || (!has(t.key) && has(t.operator) && t.operator == 'Exists'))))
 {{- end }}
@@ -172,12 +186,13 @@ case)? Everything else is none of vramgate's business, and kube-apiserver need n
 {{- define "vramgate.matchConditions" -}}
 {{- if .Values.webhook.gpuWorkloadsOnly }}
 {{- $r := include "vramgate.gpuResources" . | fromJsonArray }}
+{{- $x := include "vramgate.gpuResourcePrefixes" . | fromJsonArray }}
 matchConditions:
   - name: gpu-workloads-only
     expression: >-
-      request.kind.kind == 'Pod' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec" "resources" $r) }}
-      : request.kind.kind == 'CronJob' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.jobTemplate.spec.template.spec" "resources" $r) }}
-      : {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.template.spec" "resources" $r) }}
+      request.kind.kind == 'Pod' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec" "resources" $r "prefixes" $x) }}
+      : request.kind.kind == 'CronJob' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.jobTemplate.spec.template.spec" "resources" $r "prefixes" $x) }}
+      : {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.template.spec" "resources" $r "prefixes" $x) }}
 {{- end }}
 {{- end }}
 

@@ -134,7 +134,10 @@ class Admission(_Section):
     # Exit codes that mean "the GPU failed", not "the program failed": a GPU Job's podFailurePolicy ignores them.
     device_fault_exit_codes: list[Annotated[int, Field(ge=1, le=255)]] = Field(default_factory=list)
     validation_failure_mode: Literal["deny", "allow"] = "deny"
-    max_body_bytes: int = 3 * 1024 * 1024
+    # kube-apiserver accepts a write of up to 3 MiB (k8s.io/apiserver pkg/server/config.go, MaxRequestBodyBytes);
+    # an UPDATE's review carries it as `object` beside the stored `oldObject` (written through the same limit),
+    # so two such objects and the envelope: 7 MiB. Below that, a large UPDATE got a 413 and the failure policy.
+    max_body_bytes: int = Field(7 * 1024 * 1024, gt=0)
     # Read the ConfigMaps a workload's env refers to (configMapKeyRef, envFrom), in its own namespace, to judge
     # the flags they carry (needs get on configmaps; the chart grants it with this on). Never Secrets.
     read_configmaps: bool = True

@@ -25,6 +25,8 @@ from ..metrics import Metrics
 from ..models.hub import HubError, fetch_entry, repo_id
 
 log = logging.getLogger("vramgate.hub")
+# What shutdown waits for a lookup in flight: well inside the chart's 30 s grace period, after uvicorn's drain.
+STOP_WAIT_SECONDS = 2.0
 
 
 @dataclass
@@ -45,7 +47,10 @@ class HubResolver:
         self.metrics = metrics
         self._lookups: dict[str, _Lookup] = {}
         self._lock = threading.Lock()
+        # Every queued name is a "resolving" lookup, and those are never forgotten while queued: the queue holds
+        # at most max_models names, each once.
         self._queue: queue.Queue[str | None] = queue.Queue()
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         endpoint = config.endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
         self.endpoint = endpoint.rstrip("/")
@@ -57,10 +62,16 @@ class HubResolver:
             self._thread = threading.Thread(target=self._run, name="vramgate-hub", daemon=True)
             self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = STOP_WAIT_SECONDS) -> None:
+        """Ask the worker to end and wait at most ``wait`` seconds: a lookup in flight against a hub that never
+        answers is left to its daemon thread (the process exits without it), so shutdown stays inside the pod's
+        grace period whatever the hub does."""
         if self._thread is not None:
+            self._stopping.set()
             self._queue.put(None)
-            self._thread.join(timeout=self.config.timeout_seconds * 4)
+            self._thread.join(timeout=wait)
+            if self._thread.is_alive():
+                log.info("hub lookup still in flight at shutdown; not waited for")
             self._thread = None
 
     def load(self) -> int:
@@ -92,7 +103,11 @@ class HubResolver:
         with self._lock:
             seen = self._lookups.get(repo)
             if seen is None or (seen.state == "failed" and now - seen.at >= self.config.retry_after_seconds):
-                self._forget_oldest()
+                if seen is None and not self._forget_oldest():
+                    if self.metrics is not None:
+                        self.metrics.hub_lookups.labels(result="not-queued").inc()
+                    return (f"model {repo}: not asked of {self.host} yet ({self.config.max_models} lookups "
+                            "already waiting); judged without it")
                 self._lookups[repo] = seen = _Lookup("resolving", now)
                 self._queue.put(repo)
                 self.start()
@@ -109,12 +124,17 @@ class HubResolver:
             seen = self._lookups.get(repo) if repo else None
         return seen.state if seen else None
 
-    def _forget_oldest(self) -> None:
-        """Keep at most ``max_models`` lookups: the oldest failures go first, then the oldest of any state."""
+    def _forget_oldest(self) -> bool:
+        """Make room for one more lookup among ``max_models``: the oldest failure goes first, then the oldest
+        resolved name; a queued one never (forgetting it would queue it again when next named: 100,000 names
+        made a queue of 100,899). False when every lookup is still queued."""
         while len(self._lookups) >= self.config.max_models:
             failed = [k for k, v in self._lookups.items() if v.state == "failed"]
-            victim = min(failed or list(self._lookups), key=lambda k: self._lookups[k].at)
-            del self._lookups[victim]
+            done = failed or [k for k, v in self._lookups.items() if v.state == "resolved"]
+            if not done:
+                return False
+            del self._lookups[min(done, key=lambda k: self._lookups[k].at)]
+        return True
 
     def _token(self) -> str | bool | None:
         if not self.config.token_file:
@@ -126,7 +146,7 @@ class HubResolver:
             return False
 
     def _run(self) -> None:
-        while (repo := self._queue.get()) is not None:
+        while (repo := self._queue.get()) is not None and not self._stopping.is_set():
             started = time.monotonic()
             try:
                 entry = fetch_entry(repo, endpoint=self.endpoint, token=self._token(),

@@ -78,6 +78,11 @@ class Metrics:
             "vramgate_inventory_staleness_seconds", "Seconds since the inventory last heard from the API server",
             registry=r,
         )
+        self.inventory_api_answering = Gauge(
+            "vramgate_inventory_api_answering",
+            "1 while the API server answers the inventory's probes; 0 once it has stopped (frozen or unreachable)",
+            registry=r,
+        )
         self.inventory_relists = Counter(
             "vramgate_inventory_relists", "Full re-lists of the node/pod inventory", ["resource", "cause"], registry=r,
         )
@@ -125,6 +130,7 @@ class Metrics:
         gpu = snapshot.gpu_nodes()
         self.inventory_nodes.set(len(gpu))
         self.inventory_staleness.set(0)
+        self.inventory_api_answering.set(1)
         counts = dict.fromkeys(HEALTH_STATES, 0)
         for n in gpu:
             counts[n.health] = counts.get(n.health, 0) + 1

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import http.client
 import json
+import os
+import signal
 import threading
 import time
 import uuid
@@ -116,3 +118,54 @@ def test_api_server_restart_under_load(cluster: ControlPlane, vramgate: Vramgate
     print(f"kube-apiserver away {away:.1f} s; {len(load.answers)} reviews answered meanwhile, all allowed; "
           f"new node in the inventory {seen_after:.2f} s after its creation; peak staleness "
           f"{max(load.staleness):.1f} s")
+
+
+def test_a_frozen_api_server_is_seen_within_30_s_and_readyz_says_so(
+        cluster: ControlPlane, vramgate: Vramgate, gpu_nodes: Callable[..., dict[str, Any]]) -> None:
+    """kube-apiserver stopped with SIGSTOP: its sockets stay open and answer nothing, so the watches would wait
+    for their read timeout (it went unnoticed for 140 s). The inventory's probe sees it; /readyz stays 200 (all
+    replicas share the API server) and says the inventory is stale; reviews are answered meanwhile; once it is
+    thawed the watches resume and a new node is seen."""
+    gpu_nodes("frozen-h100-a")
+    vramgate.wait_inventory({"frozen-h100-a"})
+    status, body = vramgate.get("/readyz")
+    assert status == 200 and b"stale" not in body, body
+    pgid = cluster.procs["kube-apiserver"].popen.pid
+    os.killpg(pgid, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        seen = None
+        while time.monotonic() - frozen_at < 45:
+            status, body = vramgate.get("/readyz")
+            if b"stale" in body:
+                seen = time.monotonic() - frozen_at
+                break
+            time.sleep(0.2)
+        assert seen is not None, "the frozen API server was not seen in 45 s"
+        assert status == 200, (status, body)
+        reason = json.loads(body)["reason"]
+        assert "has not answered for" in reason, reason
+        assert vramgate.inventory()["api_unanswered_seconds"] >= 1
+        _, page = vramgate.get("/status")
+        assert b"it has not answered for" in page
+        _, metrics = vramgate.get("/metrics")
+        assert b"vramgate_inventory_api_answering 0.0" in metrics
+        # Reviews go on from the last snapshot.
+        conn = http.client.HTTPSConnection("127.0.0.1", vramgate.port, timeout=5, context=vramgate.client_context())
+        try:
+            conn.request("POST", "/validate", json.dumps(review(example("llama3-8b-deployment.yaml"), namespace="ml",
+                                                                uid=str(uuid.uuid4()))).encode(),
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            answer = r.read()
+        finally:
+            conn.close()
+        assert r.status == 200 and json.loads(answer)["response"]["allowed"], answer[:300]
+    finally:
+        os.killpg(pgid, signal.SIGCONT)
+    print(f"\nfrozen kube-apiserver seen after {seen:.1f} s (the watches' read timeout is 90 s; was 140 s unseen)")
+    assert seen <= 30
+    cluster.wait_for("readyz to stop saying stale", lambda: b"stale" not in vramgate.get("/readyz")[1], timeout=30)
+    gpu_nodes("frozen-h100-b")
+    cluster.wait_for("the node created after the thaw in vramgate's inventory",
+                     lambda: "frozen-h100-b" in vramgate.inventory_nodes(), timeout=10, interval=0.05)

@@ -701,8 +701,10 @@ class Backoff:
 class KubeApi:
     """WatchApi over the official ``kubernetes`` client (sync; the inventory runs it in threads)."""
 
-    # No bytes for this long means a dead connection: bookmarks arrive about every minute.
-    READ_TIMEOUT_S = 150
+    # No bytes for this long means a dead watch: the watch cache sends each watcher a bookmark every minute
+    # (k8s.io/apiserver pkg/storage/cacher, defaultBookmarkFrequency), so one missed bookmark and slack restarts
+    # it, resumed from its resourceVersion (was 150 s: a silent watch went unnoticed for 2.5 min).
+    READ_TIMEOUT_S = 90
 
     def __init__(self, kubeconfig: str | None = None, *, client: Any = None,
                  optional: tuple[Kind, ...] = OPTIONAL_KINDS) -> None:
@@ -718,7 +720,8 @@ class KubeApi:
         self._resource = k8s.ResourceV1Api(api)
         self._scheduling = k8s.SchedulingV1Api(api)
         self._custom = k8s.CustomObjectsApi(api)
-        self._version = k8s.VersionApi(api)
+        # The liveness probe makes one attempt (urllib3's default retries made a frozen API server's probe 4 × 2 s).
+        self._version = k8s.VersionApi(api_client(kubeconfig, retries=False) if client is None else api)
         self._open: set[Any] = set()
         self._lock = threading.Lock()
 
@@ -881,6 +884,14 @@ class KubeInventory:
     """
 
     UNAVAILABLE_RETRY_S = 600
+    # A frozen API server (accepting connections, answering nothing) leaves every watch waiting for its read
+    # timeout. When nothing has been heard for QUIET_S, /version is probed every PROBE_EVERY_S (1 s to connect,
+    # 2 s to answer); after FROZEN_AFTER_PROBES failures in a row the inventory says it is stale (/readyz, the
+    # status page, a gauge) and the open watches are cut, so they resume through the retry loop as soon as the
+    # API server answers again: seen within ~15 s of the freeze, not at the 90-150 s read timeout.
+    QUIET_S = 5.0
+    PROBE_EVERY_S = 5.0
+    FROZEN_AFTER_PROBES = 2
     # While a retry waits, the API server is probed this often: the watch resumes this soon after its return.
     PROBE_INTERVAL_S = 0.25
 
@@ -920,9 +931,13 @@ class KubeInventory:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._last_heard = time.monotonic()
+        self._unanswered_since: float | None = None
+        self._failed_probes = 0
+        self._frozen = False
         self._rng = random.Random()
         if metrics is not None:
             metrics.inventory_staleness.set_function(self.staleness)
+            metrics.inventory_api_answering.set(1)
 
     # ---- InventorySource -------------------------------------------------------------------
 
@@ -941,6 +956,9 @@ class KubeInventory:
                                       daemon=True)
             self._threads.append(thread)
             thread.start()
+        liveness = threading.Thread(target=self._watch_liveness, name="vramgate-watch-liveness", daemon=True)
+        self._threads.append(liveness)
+        liveness.start()
 
     async def stop(self) -> None:
         self._stop.set()
@@ -954,6 +972,13 @@ class KubeInventory:
     def staleness(self) -> float:
         """Seconds since the API server last told us something (a list page, events or a bookmark)."""
         return time.monotonic() - self._last_heard
+
+    def unanswered(self) -> float | None:
+        """Seconds the API server has not answered vramgate's probes, once it is seen frozen; else None."""
+        since = self._unanswered_since
+        if not self._frozen or since is None:
+            return None
+        return time.monotonic() - since
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -1002,6 +1027,37 @@ class KubeInventory:
                             "resourceVersion %s", kind, "list" if must_list else "watch", type(exc).__name__, exc,
                             delay, self._state.resource_version(kind))
                 self._retry_wait(delay)
+
+    def _watch_liveness(self) -> None:
+        """Probe the API server while the watches are quiet; cut them once it has stopped answering."""
+        while not self._stop.wait(self.PROBE_EVERY_S):
+            if self.staleness() < self.QUIET_S:
+                self._answered()
+                continue
+            if self._probe():
+                self._answered()
+                continue
+            now = time.monotonic()
+            if self._unanswered_since is None:
+                self._unanswered_since = now - self.PROBE_EVERY_S  # it was quiet that long before this probe
+            self._failed_probes += 1
+            if not self._frozen and self._failed_probes >= self.FROZEN_AFTER_PROBES:
+                self._frozen = True
+                log.warning("the API server has not answered for %.0f s (nothing heard for %.0f s): the inventory "
+                            "is stale; restarting the watches", now - self._unanswered_since, self.staleness())
+                if self.metrics is not None:
+                    self.metrics.inventory_api_answering.set(0)
+                if self._api is not None:
+                    self._api.interrupt()
+
+    def _answered(self) -> None:
+        if self._frozen:
+            log.warning("the API server answers again after %.0f s", time.monotonic() - (self._unanswered_since or 0))
+            if self.metrics is not None:
+                self.metrics.inventory_api_answering.set(1)
+        self._unanswered_since = None
+        self._failed_probes = 0
+        self._frozen = False
 
     def _retry_wait(self, delay: float) -> None:
         """Wait ``delay`` seconds, or until the API server, seen down meanwhile, answers again.
@@ -1070,6 +1126,8 @@ class KubeInventory:
 
     def _heard(self) -> None:
         self._last_heard = time.monotonic()
+        if self._frozen:  # it answers again: say so now, not at the next probe
+            self._answered()
 
     def _publish(self) -> None:
         """Swap in the state's snapshot (called with the lock held)."""

@@ -34,6 +34,13 @@ def create_app(state: AppState) -> App:
             return _json({"status": "shutting down"}, 503)
         if not state.inventory.snapshot().synced:
             return _json({"status": "inventory not synced"}, 503)
+        frozen = _unanswered(state)
+        if frozen is not None:
+            # Still ready: every replica watches the same API server, so a 503 here would take them all out of
+            # the Service at once and turn the freeze into failed webhook calls; the last snapshot still answers.
+            return _json({"status": "ok", "inventory": "stale",
+                          "reason": f"the API server has not answered for {frozen:.0f} s; judging from the nodes "
+                                    f"as last seen {state.inventory.staleness() or 0:.0f} s ago"})
         return _json({"status": "ok"})
 
     @app.get("/metrics")
@@ -46,8 +53,10 @@ def create_app(state: AppState) -> App:
         nodes = [{**node_record(n, snap.free_gpus(n.name)), **extended_record(n, snap.dra)}
                  for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)]
         stale = state.inventory.staleness()
+        frozen = _unanswered(state)
         return _json({"synced": snap.synced, "revision": snap.revision,
-                      "staleness_seconds": None if stale is None else round(stale, 1), "nodes": nodes})
+                      "staleness_seconds": None if stale is None else round(stale, 1),
+                      "api_unanswered_seconds": None if frozen is None else round(frozen, 1), "nodes": nodes})
 
     @app.get("/")
     @app.get("/status")
@@ -79,3 +88,9 @@ def create_app(state: AppState) -> App:
 
         app.include_hot(extender_router)
     return app
+
+
+def _unanswered(state: AppState) -> float | None:
+    """Seconds the live inventory's API server has not answered its probes (None: answering, or a file)."""
+    unanswered = getattr(state.inventory, "unanswered", None)
+    return unanswered() if callable(unanswered) else None

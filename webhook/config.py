@@ -169,6 +169,11 @@ class Server(_Section):
     read_deadline_seconds: float = Field(10.0, gt=0)
     # Connections beyond this are refused at once (None: 90 % of the soft descriptor limit).
     max_connections: int | None = Field(None, ge=1)
+    # Sockets one peer address may hold (None: half of max_connections), counted before TLS like the total: one
+    # client cannot take every descriptor. Behind a sidecar proxy every peer is 127.0.0.1; raise it there.
+    max_connections_per_peer: int | None = Field(None, ge=1)
+    # A socket that has not finished its TLS handshake by then is aborted (asyncio's default: 60 s).
+    handshake_deadline_seconds: float = Field(5.0, gt=0)
     # An idle keep-alive connection is closed after this long. Above the 90 s for which kube-apiserver's webhook
     # client and kube-scheduler's extender client keep idle connections (client-go's transport defaults), so the
     # client closes first: it never sends a review on a connection this end is closing (a failed call, an "EOF"

@@ -18,6 +18,7 @@ descriptors left are enough to serve. Aborts and refusals are counted (``vramgat
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import resource
 import time
@@ -27,9 +28,14 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ..metrics import Metrics
 from ..tls.reload import CertReloader
+from .acceptor import PeerBook
 
 log = logging.getLogger("vramgate.server")
 _LOG_EVERY_S = 60.0
+# Past this share of the descriptors in use, idle connections live PRESSED_KEEP_ALIVE_S instead of the configured
+# keep-alive (120 s, above client-go's 90 s): held idle connections must not starve fresh ones.
+PRESSURE = 0.5
+PRESSED_KEEP_ALIVE_S = 10.0
 
 
 def default_max_connections() -> int:
@@ -43,32 +49,70 @@ def default_max_connections() -> int:
 class ConnectionGuard:
     """The limits a server's connections live under, and what they cost (counted, logged now and then)."""
 
-    def __init__(self, read_deadline: float, max_connections: int, metrics: Metrics | None = None) -> None:
+    def __init__(self, read_deadline: float, max_connections: int, metrics: Metrics | None = None, *,
+                 handshake_deadline: float = 5.0, max_per_peer: int | None = None) -> None:
         self.read_deadline = read_deadline
         self.max_connections = max_connections
+        self.handshake_deadline = handshake_deadline
         self.metrics = metrics
+        self.book = PeerBook(max_connections, max_per_peer or max(1, max_connections // 2))
         self.slow_count = 0
         self.refused_count = 0
+        self.handshake_count = 0
+        self.refusals: collections.Counter[str] = collections.Counter()
+        self.connections: set[Any] | None = None  # uvicorn's open HTTP connections (set by the first one)
+        self._swept_at = 0.0
         self._logged_at = 0.0
 
-    def slow(self) -> None:
+    def slow(self, peer: str = "") -> None:
         self.slow_count += 1
+        if peer:
+            self.book.strike(peer, time.monotonic())
         if self.metrics is not None:
             self.metrics.connections_closed_slow.inc()
         self._log()
 
-    def refused(self) -> None:
+    def handshake_timed_out(self, peer: str) -> None:
+        """A socket that did not finish TLS within the handshake deadline (counted as slow)."""
+        self.handshake_count += 1
+        self.slow()
+
+    def refused(self, reason: str = "max-connections", peer: str = "") -> None:
         self.refused_count += 1
+        self.refusals[reason] += 1
         if self.metrics is not None:
             self.metrics.connections_refused.inc()
         self._log()
+
+    def keep_alive(self, configured: float) -> float:
+        """The idle keep-alive now: as configured, or PRESSED_KEEP_ALIVE_S once half the descriptors are in use."""
+        return configured if self.book.pressure() < PRESSURE else min(configured, PRESSED_KEEP_ALIVE_S)
+
+    def sweep_idle(self) -> int:
+        """Under pressure, close connections idle longer than PRESSED_KEEP_ALIVE_S (at most once a second)."""
+        now = time.monotonic()
+        if self.connections is None or self.book.pressure() < PRESSURE or now - self._swept_at < 1.0:
+            return 0
+        self._swept_at = now
+        closed = 0
+        for conn in list(self.connections):
+            since = getattr(conn, "vg_idle_since", None)
+            if since is not None and now - since > PRESSED_KEEP_ALIVE_S:
+                if not conn.vg_used and conn.vg_peer:  # opened, never asked anything, held while others wait
+                    self.book.strike(conn.vg_peer, now)
+                conn.vg_close_idle()
+                closed += 1
+        return closed
 
     def _log(self) -> None:
         now = time.monotonic()
         if now - self._logged_at >= _LOG_EVERY_S:
             self._logged_at = now
-            log.warning("connections closed: no complete request within the read deadline, or over the limit",
+            log.warning("connections closed: no complete request or TLS handshake in time, or refused",
                         extra={"fields": {"closed_slow_total": self.slow_count, "refused_total": self.refused_count,
+                                          "handshake_timeouts_total": self.handshake_count,
+                                          "refused_by_reason": dict(self.refusals),
+                                          "open_sockets": self.book.open,
                                           "read_deadline_s": self.read_deadline,
                                           "max_connections": self.max_connections}})
 
@@ -82,18 +126,29 @@ class DeadlineProtocol(HttpToolsProtocol):
         self._read_timer: asyncio.TimerHandle | None = None
         self._reloader: CertReloader | None = getattr(self.config, "reloader", None)  # set by the server's config
         self._cert_generation = 0
+        self.vg_peer = ""  # set by the TLS acceptor, which counted this socket: released once, when lost
+        self.vg_idle_since: float | None = None
+        self.vg_used = False  # a request began on it
+
+    @property  # type: ignore[override]
+    def timeout_keep_alive(self) -> float:
+        """uvicorn arms the idle timer with this after each response: shorter while descriptors run low."""
+        return self._guard.keep_alive(self._keep_alive) if self._guard is not None else self._keep_alive
+
+    @timeout_keep_alive.setter
+    def timeout_keep_alive(self, value: float) -> None:
+        self._keep_alive = value
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.vg_idle_since = time.monotonic()
         if self._reloader is not None:
             self._cert_generation = self._reloader.reloads
         guard = self._guard
         if guard is None:
             return
-        if len(self.connections) > guard.max_connections:
-            guard.refused()
-            transport.abort()
-            return
+        if guard.connections is None:
+            guard.connections = self.connections
         # Nothing sent yet is idle, not slow: Go's HTTP client (the API server's, kube-scheduler's) dials ahead and
         # pools the connections it did not need. Closed like any idle keep-alive connection; the read deadline starts
         # with the first byte of a request (on_message_begin), and uvicorn cancels this timer when data arrives.
@@ -101,7 +156,20 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self.vg_idle_since = None
+        self.vg_used = True
         self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self.vg_idle_since = time.monotonic()
+
+    def vg_close_idle(self) -> None:
+        """Close this idle connection as its keep-alive timer would (the guard's sweep under pressure)."""
+        self.vg_idle_since = None
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+        self.timeout_keep_alive_handler()
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
@@ -117,6 +185,10 @@ class DeadlineProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self.vg_idle_since = None
+        if self.vg_peer and self._guard is not None:
+            self._guard.book.release(self.vg_peer)
+            self.vg_peer = ""
         super().connection_lost(exc)
 
     def shutdown(self) -> None:
@@ -141,5 +213,5 @@ class DeadlineProtocol(HttpToolsProtocol):
     def _too_slow(self) -> None:
         self._read_timer = None
         if self._guard is not None and self.transport is not None and not self.transport.is_closing():
-            self._guard.slow()
+            self._guard.slow(self.vg_peer)
             self.transport.abort()

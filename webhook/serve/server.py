@@ -36,6 +36,7 @@ from ..kube.manifests import load_inventory
 from ..metrics import Metrics
 from ..tls.certs import make_bundle, service_dns_names
 from ..tls.reload import CertReloader
+from .acceptor import TLSAcceptor
 from .app import create_app
 from .connections import ConnectionGuard, DeadlineProtocol, default_max_connections
 from .state import AppState, plays
@@ -245,7 +246,20 @@ class _TLSConfig(uvicorn.Config):
 
     def load(self) -> None:
         super().load()
-        self.ssl = self.reloader.context
+        guard = self.vg_guard
+        if guard is None:
+            self.ssl = self.reloader.context
+            return
+        # TLS is started by the acceptor, per connection, once the socket is counted and admitted: the listener
+        # itself is plain TCP (webhook/serve/acceptor.py). The scheme the app sees still comes from the transport.
+        self.ssl = None
+        http = self.http_protocol_class
+        reloader = self.reloader
+
+        def accept(**kw: Any) -> TLSAcceptor:
+            return TLSAcceptor(lambda: http(**kw), lambda: reloader.context, guard)
+
+        self.http_protocol_class = accept  # type: ignore[assignment]
 
 
 class GracefulServer(uvicorn.Server):
@@ -264,6 +278,16 @@ class GracefulServer(uvicorn.Server):
             self._exit_at = time.monotonic() + self.delay
             return
         super().handle_exit(sig, frame)  # a second signal, SIGINT or no delay: stop now
+
+    def _log_started_message(self, listeners: Any) -> None:
+        """uvicorn names the scheme by ``config.ssl``, which the acceptor's plain listener leaves unset."""
+        config = self.config
+        plain = config.ssl
+        config.ssl = plain or getattr(getattr(config, "reloader", None), "context", None)
+        try:
+            super()._log_started_message(listeners)
+        finally:
+            config.ssl = plain
 
     async def on_tick(self, counter: int) -> bool:
         if self._exit_at is not None and time.monotonic() >= self._exit_at:
@@ -299,7 +323,9 @@ def make_server(
     )
     server_config = state.config.server
     config.vg_guard = ConnectionGuard(server_config.read_deadline_seconds,
-                                      server_config.max_connections or default_max_connections(), state.metrics)
+                                      server_config.max_connections or default_max_connections(), state.metrics,
+                                      handshake_deadline=server_config.handshake_deadline_seconds,
+                                      max_per_peer=server_config.max_connections_per_peer)
     return GracefulServer(config, state, 0.0 if fast else state.config.server.shutdown_delay_seconds)
 
 

@@ -8,6 +8,7 @@ guard decides without one: no token is 401 before any call, and an API server th
 from __future__ import annotations
 
 import http.client
+import socket
 import time
 from pathlib import Path
 
@@ -86,6 +87,35 @@ def test_metrics_auth_refuses_anonymous_and_answers_503_when_it_cannot_ask(tmp_p
         print(f"\nunreachable API server: {status} in {took:.2f} s")
         assert status == 503 and headers["retry-after"] == "1" and took < 2.5
         assert get(port, ca, "/healthz")[0] == 200
+
+
+def test_a_frozen_api_server_costs_one_deadline(tmp_path: Path) -> None:
+    """An API server that takes the connection and never answers (a frozen one): 503 within the review deadline,
+    one attempt (urllib3's default retries would make it four); requests meanwhile on the webhook port are served."""
+    mport = free_port()
+    frozen = socket.socket()
+    frozen.bind(("127.0.0.1", 0))
+    frozen.listen(64)  # connections complete in the kernel's backlog; nobody reads them, the TLS handshake hangs
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{frozen.getsockname()[1]}",
+                                               "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "vramgate-test"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    settings = f"metrics_port: {mport}\nmetrics_auth: true\naccess_review_timeout_seconds: 1"
+    try:
+        with running_serve(tmp_path, settings, extra_args=["--kubeconfig", str(kubeconfig)]) as (_, port):
+            ca = tmp_path / "certs" / "ca.crt"
+            t0 = time.monotonic()
+            status, _, _ = get(mport, ca, "/inventory", token="some-token")
+            took = time.monotonic() - t0
+            print(f"\nfrozen API server: {status} in {took:.2f} s (deadline 1 s)")
+            assert status == 503 and 0.9 < took < 2.5
+            assert get(port, ca, "/readyz")[0] == 200
+    finally:
+        frozen.close()
 
 
 def test_bearer_token_and_verb() -> None:

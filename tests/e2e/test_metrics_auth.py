@@ -148,6 +148,29 @@ def test_the_grant_is_per_path(cluster: ControlPlane, gate: Vramgate, namespace:
         cluster.kubectl("delete", "clusterrole", role, "--ignore-not-found")
 
 
+def test_reviews_are_asked_once_and_kept_bounded(cluster: ControlPlane, namespace: str) -> None:
+    """The reviewer the guard uses, against the real API server: one TokenReview per token and one
+    SubjectAccessReview per (user, path, verb) while cached, rejected tokens included; the caches stay bounded."""
+    from webhook.kube.access import AccessReviewer
+    from webhook.kube.apiserver import RawApi
+    from webhook.kube.client import api_client
+
+    reviewer = AccessReviewer(lambda: RawApi(api_client(str(cluster.kubeconfig), retries=False), timeout=3.0),
+                              ttl=60.0, size=2)
+    token = service_account_token(cluster, namespace, "cached")
+    user = reviewer.authenticate(token)
+    assert user is not None and user.name == f"system:serviceaccount:{namespace}:cached"
+    assert {"system:serviceaccounts", f"system:serviceaccounts:{namespace}"} <= set(user.groups) and user.uid
+    assert all(reviewer.authenticate(token) == user for _ in range(50)) and reviewer.reviews == 1
+    assert reviewer.authenticate("made-up") is None and reviewer.authenticate("made-up") is None
+    assert reviewer.reviews == 2
+    denied = reviewer.authorize(user, "/metrics", "get")
+    assert not denied.allowed and reviewer.authorize(user, "/metrics", "get") == denied and reviewer.reviews == 3
+    for i in range(5):
+        reviewer.authenticate(f"made-up-{i}")
+    assert len(reviewer.tokens) == 2 and reviewer.reviews == 8
+
+
 def test_the_webhook_port_still_serves_the_api_server_and_nothing_else(
     cluster: ControlPlane, gate: Vramgate, gpu_nodes: Callable[..., Any], namespace: str
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -19,8 +20,8 @@ import yaml
 from webhook.kube.access import TTLCache, User, access_review, user_of
 from webhook.serve.auth import bearer_token, review_verb
 
-from .helpers import example, review
-from .test_server import free_port, running_serve
+from .helpers import EXAMPLES, example, review
+from .test_server import VRAMGATE, free_port, running_serve
 from .tlsutil import client_context
 
 OPS = ("/metrics", "/inventory", "/status", "/")
@@ -116,6 +117,27 @@ def test_a_frozen_api_server_costs_one_deadline(tmp_path: Path) -> None:
             assert get(port, ca, "/readyz")[0] == 200
     finally:
         frozen.close()
+
+
+def test_a_metrics_port_in_use_or_equal_to_the_port_stops_the_start(tmp_path: Path) -> None:
+    """Taken by another process: one error line and exit 1 (no traceback); the serving port itself: exit 2."""
+    def serve(metrics_port: int, port: int) -> subprocess.CompletedProcess[str]:
+        config = tmp_path / "config.yaml"
+        config.write_text(f"server:\n  metrics_port: {metrics_port}\n  shutdown_delay_seconds: 0\n")
+        return subprocess.run(
+            [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
+             "--host", "127.0.0.1", "--port", str(port)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        proc = serve(taken.getsockname()[1], free_port())
+    assert proc.returncode == 1, proc.stderr
+    assert "cannot listen" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    port = free_port()
+    proc = serve(port, port)
+    assert proc.returncode == 2 and "server.metrics_port" in proc.stderr
 
 
 def test_bearer_token_and_verb() -> None:

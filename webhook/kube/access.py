@@ -160,7 +160,8 @@ class AccessReviewer:
         return decision
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.reviews += 1
+        with self._api_lock:
+            self.reviews += 1
         answer = self.api().request("POST", path, body, timeout=self.timeout)
         if not isinstance(answer, dict):
             raise ApiError(0, "not a JSON object", "POST", path)

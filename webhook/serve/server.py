@@ -342,12 +342,15 @@ class GracefulServer(uvicorn.Server):
         if sockets is None and self.split is not None:
             port = self.state.config.server.metrics_port
             assert port is not None
-            sockets = [bind(self.config.host, self.config.port)]
+            sockets = []
             try:
-                sockets.append(bind(self.config.host, port))
-            except OSError:
-                sockets[0].close()
-                raise
+                for p in (self.config.port, port):
+                    sockets.append(bind(self.config.host, p))
+            except OSError as exc:  # as uvicorn does for its one socket: a line, and no start (exit 1)
+                log.error("cannot listen", extra={"fields": {"host": self.config.host, "port": p, "error": str(exc)}})
+                for sock in sockets:
+                    sock.close()
+                return
             self.split.ops_port = sockets[1].getsockname()[1]
             log.info("listening", extra={"fields": {"host": self.config.host, "port": sockets[0].getsockname()[1],
                                                     "metrics_port": self.split.ops_port,
@@ -439,7 +442,7 @@ def serve(args: argparse.Namespace, config: Config) -> int:
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         print(f"vramgate serve: cannot load {cert} / {key}: {exc}", file=sys.stderr)
         return 2
-    if config.server.metrics_port is not None and config.server.metrics_port == args.port:
+    if config.server.metrics_port and config.server.metrics_port == args.port:
         print(f"vramgate serve: server.metrics_port ({config.server.metrics_port}) is the serving port; "
               "pick another, or unset it to serve everything on one port", file=sys.stderr)
         return 2

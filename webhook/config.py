@@ -181,6 +181,21 @@ class Server(_Section):
     keep_alive_seconds: float = Field(120.0, gt=0)
     # The read-only status page at / and /status (inventory, admissions, recent rejections, the fit planner).
     status_page: bool = True
+    # A second HTTPS port (same host, same certificate) for /metrics, /inventory and the status page: the webhook
+    # and extender port then serves only /mutate, /validate, /scheduler/* and the probes. None: one port for all
+    # (`vramgate serve` on a laptop); the chart sets 8445 (values metrics.port). docs/security.md.
+    metrics_port: int | None = Field(None, ge=0, le=65535)  # 0: any free port
+    # Ask kube-apiserver who calls /metrics, /inventory and the status page, and whether they may (TokenReview,
+    # then SubjectAccessReview of a GET on the path, as controller-runtime's WithAuthenticationAndAuthorization):
+    # no bearer token or an invalid one is 401, denied 403. Off by default, so `vramgate serve --nodes` needs no
+    # cluster; the chart turns it on (values metrics.auth). /healthz and /readyz never ask (kubelet probes).
+    metrics_auth: bool = False
+    # How long a TokenReview's and an allowed SubjectAccessReview's answer is kept; a denial for a quarter of this,
+    # so a ClusterRoleBinding just made takes effect soon. Past access_cache_size entries the oldest go first.
+    access_cache_seconds: float = Field(60.0, ge=0)
+    access_cache_size: int = Field(1024, ge=1)
+    # One review's deadline (one attempt, no client retries); a caller waits at most twice this.
+    access_review_timeout_seconds: float = Field(3.0, gt=0)
 
 
 class Extender(_Section):

@@ -54,6 +54,11 @@ class Metrics:
             "vramgate_client_disconnects", "Requests whose client went away before its body arrived (not an error)",
             ["endpoint"], registry=r,
         )
+        self.access_requests = Counter(
+            "vramgate_access_requests", "Requests to /metrics, /inventory and the status page under "
+            "server.metrics_auth, by outcome: allowed, no_token, bad_token (401), forbidden (403), error (503)",
+            ["result"], registry=r,
+        )
         self.configmap_reads_late = Counter(
             "vramgate_configmap_reads_late", "ConfigMap reads at admission that missed the review's budget "
             "(admission.configmap_budget_seconds); each is done in the background for the next review", registry=r,

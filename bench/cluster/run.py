@@ -260,6 +260,13 @@ class Results:
 # --------------------------------------------------------------------------- the bench
 
 
+
+def own_metrics_port(config: dict[str, Any], gate: Vramgate) -> dict[str, Any]:
+    """The chart's config with this process's own metrics port (two processes on one host), read without a token:
+    the bench reads /inventory and /metrics between runs, never while it measures."""
+    server = {**config.get("server", {}), "metrics_port": gate.metrics_port, "metrics_auth": False}
+    return {**config, "server": server}
+
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -292,13 +299,13 @@ class Bench:
         # every 0.2 s) would be load that a real install does not have.
         config = yaml.safe_load(one(self.gate.chart, "ConfigMap", "vramgate-config")["data"]["config.yaml"])
         config.get("admission", {}).pop("scheduler_name", None)
-        self.gate.config = config
-        self.gate.config_path.write_text(yaml.safe_dump(config))
+        self.gate.config = own_metrics_port(config, self.gate)
+        self.gate.config_path.write_text(yaml.safe_dump(self.gate.config))
         self.gate.apply(self.gate.priority_classes())
         self.gate.start(timeout=60)
         self.ext = Vramgate(self.cp, role="extender")
-        self.ext.config = config
-        self.ext.config_path.write_text(yaml.safe_dump(config))
+        self.ext.config = own_metrics_port(config, self.ext)
+        self.ext.config_path.write_text(yaml.safe_dump(self.ext.config))
         self.ext.start(timeout=60)
         log(f"control plane, kwok and vramgate up in {time.monotonic() - t0:.1f}s (logs {self.cp.logs_dir})")
         return self

@@ -48,7 +48,7 @@ def wait_ready(port: int, ca: Path, proc: subprocess.Popen[bytes], timeout: floa
 
 
 @contextlib.contextmanager
-def running_serve(tmp_path: Path, server_config: str = "", *, pipes: bool = False
+def running_serve(tmp_path: Path, server_config: str = "", *, pipes: bool = False, extra_args: list[str] | None = None
                   ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """``vramgate serve --dev`` on the example cluster with ``server:`` settings (YAML lines; no drain delay unless
     they set one); yields the process and its port."""
@@ -60,7 +60,7 @@ def running_serve(tmp_path: Path, server_config: str = "", *, pipes: bool = Fals
     out = subprocess.PIPE if pipes else subprocess.DEVNULL
     proc = subprocess.Popen(
         [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
-         "--host", "127.0.0.1", "--port", str(port)],
+         "--host", "127.0.0.1", "--port", str(port), *(extra_args or [])],
         cwd=tmp_path, stdout=out, stderr=out,
     )
     try:

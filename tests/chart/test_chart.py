@@ -500,7 +500,8 @@ def test_webhook_deployment(render: Render) -> None:
         "vramgate", "serve", "--role", "webhook", "--config", "/etc/vramgate/config.yaml",
         "--tls-cert", "/certs/tls.crt", "--tls-key", "/certs/tls.key"]
     assert c["args"][-2:] == ["--port", "8443"]
-    assert c["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    assert c["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"},
+                          {"name": "metrics", "containerPort": 8445, "protocol": "TCP"}]
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
@@ -515,7 +516,8 @@ def test_webhook_deployment(render: Render) -> None:
     assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert anti["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook"
     svc = one(objs, "Service", "vramgate-webhook")
-    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+                                    {"name": "metrics", "port": 8445, "targetPort": "metrics", "protocol": "TCP"}]
     pdb = one(objs, "PodDisruptionBudget", "vramgate-webhook")
     assert pdb["spec"]["minAvailable"] == 1
     assert pdb["spec"]["selector"] == d["spec"]["selector"]
@@ -703,14 +705,17 @@ def test_least_privilege_per_role(render: Render) -> None:
     priorities = {("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")}
     # and Karpenter NodePools, read only to admit what no node holds yet but a pool can add (docs/autoscaling.md).
     priorities |= {("karpenter.sh", "nodepools", v) for v in ("get", "list", "watch")}
+    # The metrics port's guard (metrics.auth, on by default) asks who a token is and what it may do.
+    reviews = {("authentication.k8s.io", "tokenreviews", "create"),
+               ("authorization.k8s.io", "subjectaccessreviews", "create")}
     assert grants(rules_of(objs, "ClusterRole", "vramgate-webhook")) == (
-        read | priorities | {("", "configmaps", "get")} | autofit)
+        read | priorities | {("", "configmaps", "get")} | autofit | reviews)
     # Native placement (the default) runs no extender; with it, the extender reads what the webhook reads.
     assert not find(objs, "ClusterRole", "vramgate-extender")
-    assert grants(rules_of(render(EXTENDER, namespace=NS), "ClusterRole", "vramgate-extender")) == read
+    assert grants(rules_of(render(EXTENDER, namespace=NS), "ClusterRole", "vramgate-extender")) == read | reviews
     off = render({"config": {"admission": {"read_configmaps": False}}, "webhook": {"autofit": {"enabled": False}}},
                  namespace=NS)
-    assert grants(rules_of(off, "ClusterRole", "vramgate-webhook")) == read | priorities
+    assert grants(rules_of(off, "ClusterRole", "vramgate-webhook")) == read | priorities | reviews
     controller = grants(rules_of(objs, "ClusterRole", "vramgate-controller"))
     assert controller == (
         {("", "nodes", v) for v in ("get", "list", "watch", "patch", "update")}
@@ -719,6 +724,7 @@ def test_least_privilege_per_role(render: Render) -> None:
         | AUDIT_READS
         | {("wgpolicyk8s.io", "policyreports", v) for v in ("get", "list", "create", "update")}
         | {("resource.k8s.io", r, v) for r in dra_read for v in ("get", "list", "watch")}
+        | reviews
     )
     dtr = grants(rules_of(render({"config": {"controller": {"device_taint_rules": True}}}, namespace=NS),
                           "ClusterRole", "vramgate-controller"))
@@ -876,6 +882,47 @@ def test_prometheus_rule(render: Render) -> None:
     assert "> 0.99" in exprs and "DCGM_FI_DEV_GPU_TEMP > 90" in exprs
 
 
+def test_metrics_port_auth_and_reader_role(render: Render, tmp_path: Path) -> None:
+    """The metrics port in every vramgate pod and Service, the config that serves it (auth on), the ServiceMonitor
+    on it with a bearer token, and the ClusterRole monitoring binds; values that disagree fail."""
+    objs = render(MODES["all-on"], namespace=NS)
+    config = config_of(objs, tmp_path)
+    assert config.server.metrics_port == 8445 and config.server.metrics_auth is True
+    for name in ("vramgate-webhook", "vramgate-controller", "vramgate-extender"):
+        (c,) = one(objs, "Deployment", name)["spec"]["template"]["spec"]["containers"]
+        assert {"name": "metrics", "containerPort": 8445, "protocol": "TCP"} in c["ports"], name
+        # kubelet's probes stay on the webhook and extender port, without a token.
+        assert c["readinessProbe"]["httpGet"]["port"] == "https" and c["livenessProbe"]["httpGet"]["port"] == "https"
+        ports = {p["name"]: p for p in one(objs, "Service", name)["spec"]["ports"]}
+        assert ports["metrics"] == {"name": "metrics", "port": 8445, "targetPort": "metrics", "protocol": "TCP"}
+    for m in find(objs, "ServiceMonitor"):
+        (ep,) = m["spec"]["endpoints"]
+        assert ep["port"] == "metrics"
+        assert ep["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    reader = one(objs, "ClusterRole", "vramgate-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics", "/inventory", "/status", "/"], "verbs": ["get"]}]
+    assert not find(objs, "ClusterRoleBinding", "vramgate-metrics-reader")  # bind it yourself, unless told
+    prom = {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+    bound = render({"metrics": {"reader": {"subjects": [prom]}}}, namespace=NS)
+    binding = one(bound, "ClusterRoleBinding", "vramgate-metrics-reader")
+    assert binding["subjects"] == [prom] and binding["roleRef"]["name"] == "vramgate-metrics-reader"
+
+    off = render(merged(MODES["all-on"], {"metrics": {"auth": False, "port": 9100, "reader": {"create": False}}}),
+                 namespace=NS)
+    assert config_of(off, tmp_path).server.metrics_auth is False
+    assert config_of(off, tmp_path).server.metrics_port == 9100
+    assert not find(off, "ClusterRole", "vramgate-metrics-reader")
+    for m in find(off, "ServiceMonitor"):
+        assert "bearerTokenFile" not in m["spec"]["endpoints"][0]
+    for role in find(off, "ClusterRole"):
+        assert not any("tokenreviews" in r.get("resources", []) for r in role["rules"]), role["metadata"]["name"]
+    for values, says in (({"config": {"server": {"metrics_auth": False}}}, "metrics.auth"),
+                         ({"config": {"server": {"metrics_port": 9999}}}, "metrics.port"),
+                         ({"metrics": {"port": 8443}}, "must differ from controller.port")):
+        with pytest.raises(HelmError, match=re.escape(says)):
+            render(values, namespace=NS)
+
+
 def test_network_policy(render: Render) -> None:
     objs = render(MODES["all-on"], namespace=NS)
     pols = {p["metadata"]["name"]: p for p in find(objs, "NetworkPolicy")}
@@ -883,7 +930,7 @@ def test_network_policy(render: Render) -> None:
     web = pols["vramgate-webhook"]["spec"]
     assert web["policyTypes"] == ["Ingress"]
     assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook"
-    assert web["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}],
+    assert web["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}, {"protocol": "TCP", "port": 8445}],
                                "from": [{"namespaceSelector": {"matchLabels": {"team": "platform"}}}]}]
     assert not find(render({}, namespace=NS), "NetworkPolicy")
 

@@ -274,12 +274,21 @@ def values_schema() -> Schema:
                 "batch": obj({"value": {"type": "integer", "minimum": 0, "maximum": 1000000000},
                               "preemptionPolicy": PREEMPTION}),
             }),
+            "metrics": obj({
+                "port": PORT,
+                "auth": BOOL,
+                "reader": obj({
+                    "create": BOOL,
+                    "subjects": describe(OPEN_OBJECTS, "RBAC subjects bound to <release>-metrics-reader."),
+                }),
+            }, "The metrics port (/metrics, /inventory, the status page) and who may read it."),
             "serviceMonitor": obj({
                 "enabled": BOOL,
                 "interval": DURATION,
                 "scrapeTimeout": DURATION,
                 "labels": STRING_MAP,
                 "insecureSkipVerify": BOOL,
+                "bearerTokenFile": {"type": "string", "minLength": 1},
             }),
             "prometheusRule": obj({
                 "enabled": BOOL,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,11 @@ def gpu_nodes(cluster: ControlPlane) -> Iterator[Callable[..., dict[str, Any]]]:
         cluster.delete_node(n)
 
 
-@pytest.fixture(scope="module")
-def vramgate(cluster: ControlPlane) -> Iterator[Vramgate]:
-    """vramgate in cluster mode, wired in as the chart wires it; torn down webhooks first, so the
-    cluster never calls a webhook that is gone (the validating one fails closed)."""
+@contextmanager
+def registered(cluster: ControlPlane, gate: Vramgate, *, extender: bool = True) -> Iterator[Vramgate]:
+    """``gate`` started and wired in as the chart wires it (webhooks, PriorityClasses, the scheduler's extender
+    when ``extender``); torn down webhooks first, so the cluster never calls a webhook that is gone (the validating
+    one fails closed)."""
     try:
         cluster.request(
             "POST",
@@ -115,7 +117,6 @@ def vramgate(cluster: ControlPlane) -> Iterator[Vramgate]:
         )
     except ApiError as exc:
         pytest.fail(f"cannot create namespace {NAMESPACE}: {exc}", pytrace=False)
-    gate = Vramgate(cluster)
     gate.apply(gate.priority_classes())
     try:
         gate.start()
@@ -124,15 +125,24 @@ def vramgate(cluster: ControlPlane) -> Iterator[Vramgate]:
         pytest.fail(str(exc), pytrace=False)
     try:
         gate.register()
-        cluster.start_scheduler([gate.extender()])
+        if extender:
+            cluster.start_scheduler([gate.extender()])
         yield gate
     finally:
         gate.unregister()
-        cluster.start_scheduler(None)
+        if extender:
+            cluster.start_scheduler(None)
         gate.stop()
         for pc in gate.priority_classes():
             cluster.kubectl("delete", "priorityclass", pc["metadata"]["name"], "--ignore-not-found", "--wait=false")
         cluster.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}", ok=(200, 202, 404))
+
+
+@pytest.fixture(scope="module")
+def vramgate(cluster: ControlPlane) -> Iterator[Vramgate]:
+    """vramgate in cluster mode, wired in as the chart wires it (``registered``)."""
+    with registered(cluster, Vramgate(cluster)) as gate:
+        yield gate
 
 
 @pytest.fixture

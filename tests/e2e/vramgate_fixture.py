@@ -14,6 +14,11 @@ URL with the same CA: nothing in kube-apiserver or kube-scheduler has to change.
 - webhooks: the chart's MutatingWebhookConfiguration and ValidatingWebhookConfiguration rendered
   with ``webhook.clientConfig=url`` (rules, selectors, failure policies, timeouts as shipped);
 - PriorityClasses: the chart's ``gpu-production-priority`` and ``gpu-batch-priority``;
+- metrics port: the chart's ``server.metrics_port`` moved to a free port of this process
+  (:attr:`Vramgate.metrics_port`); :meth:`Vramgate.get` sends ``/metrics``, ``/inventory`` and the status page
+  there. The chart's ``server.metrics_auth`` (TokenReview + SubjectAccessReview) is kept only when asked
+  (``metrics_auth=True``, tests/e2e/test_metrics_auth.py): the other modules read the inventory and metrics
+  without a token;
 - extender: the ``extenders`` entry of the chart's ``vramgate-scheduler-config``, pointed at this
   process and verifying its certificate with ``tlsConfig.caData`` (the chart's default is
   ``insecure: true`` over the pod's loopback).
@@ -45,6 +50,7 @@ from webhook.tls.certs import Bundle, make_bundle, make_serving_cert, write_bund
 NAMESPACE = "vramgate"  # the chart's release namespace: excluded by the webhooks' namespaceSelector
 SERVING_NAMES = ["127.0.0.1", "localhost"]
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+METRICS_PATHS = frozenset({"/metrics", "/inventory", "/status", "/"})
 
 #: Merged over the chart's config: fast certificate polling, a short drain on SIGTERM, and a
 #: controller that labels at once but waits long before tainting (a test that wants to see the
@@ -74,14 +80,19 @@ class Vramgate:
     registration."""
 
     def __init__(self, cluster: ControlPlane, workdir: Path | None = None, port: int | None = None,
-                 role: str = "all") -> None:
+                 role: str = "all", *, metrics_auth: bool = False, kubeconfig: Path | None = None) -> None:
         self.cluster = cluster
         self.role = role
+        # Whose credentials the process uses: the control plane's admin unless told (a ServiceAccount's kubeconfig).
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
         suffix = "" if role == "all" else f"-{role}"
         self.dir = workdir or cluster.tmpdir / f"vramgate{suffix}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.url = f"https://127.0.0.1:{self.port}"
+        self.metrics_port = free_port()
+        # The bearer token :meth:`get` sends to the metrics port under metrics_auth (a ServiceAccount's).
+        self.token: str | None = None
         self.log = cluster.logs_dir / f"vramgate{suffix}.log"
         self.bundle: Bundle = make_bundle(SERVING_NAMES)
         write_bundle(self.bundle, self.dir)
@@ -90,7 +101,8 @@ class Vramgate:
         self.chart = self.render()
         config = yaml.safe_load(one(self.chart, "ConfigMap", "vramgate-config")["data"]["config.yaml"])
         config.get("admission", {}).pop("scheduler_name", None)
-        self.config = _merge(config, TEST_CONFIG)
+        self.config = _merge(_merge(config, TEST_CONFIG),
+                             {"server": {"metrics_port": self.metrics_port, "metrics_auth": metrics_auth}})
         self.config_path = self.dir / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(self.config))
 
@@ -141,7 +153,7 @@ class Vramgate:
             "--role",
             self.role,
             "--kubeconfig",
-            str(self.cluster.kubeconfig),
+            str(self.kubeconfig),
             "--host",
             "127.0.0.1",
             "--port",
@@ -200,10 +212,19 @@ class Vramgate:
         """Trusts exactly the CA registered as caBundle; checks the 127.0.0.1 SAN."""
         return ssl.create_default_context(cadata=self.bundle.ca_pem.decode())
 
-    def get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout, context=self.client_context())
+    def port_of(self, path: str) -> int:
+        """The metrics port for /metrics, /inventory and the status page; the webhook and extender port otherwise."""
+        return self.metrics_port if path.partition("?")[0] in METRICS_PATHS else self.port
+
+    def get(self, path: str, timeout: float = 5.0, *, token: str | None = None, anonymous: bool = False,
+            port: int | None = None) -> tuple[int, bytes]:
+        """GET ``path`` on its port; on the metrics port with ``token``, else :attr:`token` (none if ``anonymous``)."""
+        port = port or self.port_of(path)
+        if token is None and not anonymous and port == self.metrics_port:
+            token = self.token
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=self.client_context())
         try:
-            conn.request("GET", path)
+            conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token is not None else {})
             r = conn.getresponse()
             return r.status, r.read()
         finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from fastapi import Request
@@ -14,15 +14,23 @@ from ..cluster.inventory import node_record
 from .hot import App
 from .state import AppState
 
+# Which routes an app serves: "webhook" the webhook and extender port's (reviews, extender calls, probes), "ops" the
+# metrics port's (/metrics, /inventory, the status page), "all" both on one port (server.metrics_port unset).
+Surface = Literal["all", "webhook", "ops"]
+
 
 def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
-def create_app(state: AppState) -> App:
+def create_app(state: AppState, surface: Surface = "all") -> App:
     """Build the app for one instance; routes read ``request.app.state.vg``."""
     app = App(title="vramgate", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.vg = state
+    if surface != "webhook":
+        _ops_routes(app, state)
+    if surface == "ops":
+        return app
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -42,6 +50,20 @@ def create_app(state: AppState) -> App:
                           "reason": f"the API server has not answered for {frozen:.0f} s; judging from the nodes "
                                     f"as last seen {state.inventory.staleness() or 0:.0f} s ago"})
         return _json({"status": "ok"})
+
+    if state.serves("webhook"):
+        from .admission.routes import router as admission_router
+
+        app.include_hot(admission_router)
+    if state.serves("extender"):
+        from .extender.routes import router as extender_router
+
+        app.include_hot(extender_router)
+    return app
+
+
+def _ops_routes(app: App, state: AppState) -> None:
+    """What people and Prometheus read: guarded by serve/auth.py under server.metrics_auth."""
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -78,17 +100,6 @@ def create_app(state: AppState) -> App:
         return HTMLResponse(page, headers={"Cache-Control": "no-store",
                                            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
                                            "form-action 'self'"})
-
-    if state.serves("webhook"):
-        from .admission.routes import router as admission_router
-
-        app.include_hot(admission_router)
-    if state.serves("extender"):
-        from .extender.routes import router as extender_router
-
-        app.include_hot(extender_router)
-    return app
-
 
 def _unanswered(state: AppState) -> float | None:
     """Seconds the live inventory's API server has not answered its probes (None: answering, or a file)."""

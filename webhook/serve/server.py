@@ -1,5 +1,10 @@
 """`vramgate serve`: the inventory, the app, HTTPS with a reloading certificate, and a graceful shutdown.
 
+Ports: with ``server.metrics_port`` set, one uvicorn server listens on two sockets, the webhook and extender port
+(reviews, extender calls, probes) and the metrics port (``/metrics``, ``/inventory``, the status page; guarded by
+TokenReview and SubjectAccessReview under ``server.metrics_auth``, ``serve/auth.py``); ``PortSplit`` sends each
+request to its port's app. One lifespan, one drain, one connection bound for both.
+
 Lifecycle: the app's lifespan starts the inventory (a file or a cluster watch), the TLS reloader
 and the role tasks; SIGTERM turns ``/readyz`` to 503 at once, keeps serving for
 ``server.shutdown_delay_seconds`` (so endpoints drop the pod first), then closes the listener,
@@ -28,6 +33,7 @@ from fastapi import FastAPI
 from ..cluster.snapshot import InventorySource, StaticInventory
 from ..config import Config
 from ..kube import heap
+from ..kube.access import AccessReviewer
 from ..kube.apiserver import RawApi
 from ..kube.autofit_events import AutofitEvents
 from ..kube.configmaps import ConfigMapReader
@@ -37,7 +43,8 @@ from ..metrics import Metrics
 from ..tls.certs import make_bundle, service_dns_names
 from ..tls.reload import CertReloader
 from .acceptor import TLSAcceptor
-from .app import create_app
+from .app import Surface, create_app
+from .auth import GUARDED_PATHS, AccessGuard
 from .connections import ConnectionGuard, DeadlineProtocol, default_max_connections
 from .state import AppState, plays
 
@@ -109,6 +116,27 @@ def hub_store(config: Config, inventory: InventorySource, kubeconfig: str | None
     return HubModelStore(api, config.namespace, config.hub.configmap)
 
 
+def access_reviewer(config: Config, inventory: InventorySource, kubeconfig: str | None) -> AccessReviewer | None:
+    """Who may read the metrics port's routes (``server.metrics_auth``); the client is made at the first request.
+
+    With ``--nodes`` too: the reviews need only an API server (``--kubeconfig``, in-cluster or the default
+    kubeconfig), not a watched cluster."""
+    server = config.server
+    if not server.metrics_auth:
+        return None
+
+    def api() -> RawApi:
+        from ..kube.client import api_client
+
+        # One attempt per review within its deadline (urllib3's default retries would make a frozen API server cost
+        # four deadlines per request).
+        return RawApi(api_client(kubeconfig or getattr(inventory, "kubeconfig", None), retries=False),
+                      timeout=server.access_review_timeout_seconds)
+
+    return AccessReviewer(api, ttl=server.access_cache_seconds, size=server.access_cache_size,
+                          timeout=server.access_review_timeout_seconds)
+
+
 def _write_atomic(path: Path, data: bytes, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -175,9 +203,10 @@ async def run_controller(state: AppState, kubeconfig: str | None = None) -> None
     await controller.run()
 
 
-def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig: str | None = None) -> FastAPI:
+def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig: str | None = None,
+              surface: Surface = "all") -> FastAPI:
     """``create_app`` plus a lifespan that starts the inventory, the TLS reloader and the role tasks."""
-    app = create_app(state)
+    app = create_app(state, surface)
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
@@ -208,6 +237,56 @@ def build_app(state: AppState, reloader: CertReloader | None = None, kubeconfig:
 
     app.router.lifespan_context = lifespan
     return app
+
+
+class PortSplit:
+    """Requests that arrived on the metrics socket go to ``ops``; every other request, and the lifespan, to ``main``.
+
+    The socket is told by the local port uvicorn puts in the scope (``server``); ``ops_port`` is set once the metrics
+    socket is bound (a test binds port 0)."""
+
+    def __init__(self, main: Any, ops: Any, ops_port: int | None = None) -> None:
+        self.main = main
+        self.ops = ops
+        self.ops_port = ops_port
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.ops_port is not None:
+            local = scope.get("server") or (None, None)
+            if local[1] == self.ops_port:
+                await self.ops(scope, receive, send)
+                return
+        await self.main(scope, receive, send)
+
+
+def serving_app(state: AppState, reloader: CertReloader | None, kubeconfig: str | None) -> tuple[Any, PortSplit | None]:
+    """The ASGI app of ``vramgate serve``, and its PortSplit when ``server.metrics_port`` is set."""
+    server = state.config.server
+    reviewer = access_reviewer(state.config, state.inventory, kubeconfig)
+    if server.metrics_port is None:
+        app: Any = build_app(state, reloader, kubeconfig, "all")
+        if reviewer is not None:
+            app = AccessGuard(app, reviewer, state.metrics, GUARDED_PATHS)
+        return app, None
+    ops: Any = create_app(state, "ops")
+    if reviewer is not None:
+        ops = AccessGuard(ops, reviewer, state.metrics)  # every path of the metrics port, as controller-runtime does
+    split = PortSplit(build_app(state, reloader, kubeconfig, "webhook"), ops)
+    return split, split
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket as uvicorn binds one (IPv6 when the host is an IPv6 address)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 class CloseWhileDraining:
@@ -265,11 +344,32 @@ class _TLSConfig(uvicorn.Config):
 class GracefulServer(uvicorn.Server):
     """SIGTERM: ``/readyz`` 503 now, keep serving for ``delay`` seconds, then uvicorn's graceful shutdown."""
 
-    def __init__(self, config: uvicorn.Config, state: AppState, delay: float) -> None:
+    def __init__(self, config: uvicorn.Config, state: AppState, delay: float, split: PortSplit | None = None) -> None:
         super().__init__(config)
         self.state = state
         self.delay = delay
+        self.split = split
         self._exit_at: float | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """With a metrics port: bind both sockets (uvicorn binds only one host and port) and serve them together."""
+        if sockets is None and self.split is not None:
+            port = self.state.config.server.metrics_port
+            assert port is not None
+            sockets = []
+            try:
+                for p in (self.config.port, port):
+                    sockets.append(bind(self.config.host, p))
+            except OSError as exc:  # as uvicorn does for its one socket: a line, and no start (exit 1)
+                log.error("cannot listen", extra={"fields": {"host": self.config.host, "port": p, "error": str(exc)}})
+                for sock in sockets:
+                    sock.close()
+                return
+            self.split.ops_port = sockets[1].getsockname()[1]
+            log.info("listening", extra={"fields": {"host": self.config.host, "port": sockets[0].getsockname()[1],
+                                                    "metrics_port": self.split.ops_port,
+                                                    "metrics_auth": self.state.config.server.metrics_auth}})
+        await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.state.shutting_down = True
@@ -307,8 +407,9 @@ def make_server(
     """
     fast = dev and "shutdown_delay_seconds" not in state.config.server.model_fields_set
     graceful = state.config.server.shutdown_timeout_seconds
+    app, split = serving_app(state, reloader, kubeconfig)
     config = _TLSConfig(
-        CloseWhileDraining(build_app(state, reloader, kubeconfig), state),
+        CloseWhileDraining(app, state),
         reloader,
         host=host,
         port=port,
@@ -326,7 +427,7 @@ def make_server(
                                       server_config.max_connections or default_max_connections(), state.metrics,
                                       handshake_deadline=server_config.handshake_deadline_seconds,
                                       max_per_peer=server_config.max_connections_per_peer)
-    return GracefulServer(config, state, 0.0 if fast else state.config.server.shutdown_delay_seconds)
+    return GracefulServer(config, state, 0.0 if fast else state.config.server.shutdown_delay_seconds, split)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -366,6 +467,10 @@ def serve(args: argparse.Namespace, config: Config) -> int:
         reloader = CertReloader.from_files(cert, key, config.server.tls_reload_interval_seconds)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         print(f"vramgate serve: cannot load {cert} / {key}: {exc}", file=sys.stderr)
+        return 2
+    if config.server.metrics_port and config.server.metrics_port == args.port:
+        print(f"vramgate serve: server.metrics_port ({config.server.metrics_port}) is the serving port; "
+              "pick another, or unset it to serve everything on one port", file=sys.stderr)
         return 2
     metrics = Metrics()
     inventory = build_inventory(args, config, metrics)

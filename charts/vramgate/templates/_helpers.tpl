@@ -236,6 +236,22 @@ matchConditions:
 {{- $_ := set $aud "enabled" $auditOn }}
 {{- $_ := set $aud "reports" .Values.reports.kind }}
 {{- $_ := set $cfg "audit" $aud }}
+{{- $srv := $cfg.server | default dict }}
+{{- $mp := int .Values.metrics.port }}
+{{- range $name, $port := dict "webhook.port" .Values.webhook.port "controller.port" .Values.controller.port "standaloneExtender.port" .Values.standaloneExtender.port "scheduler.extender.port" .Values.scheduler.extender.port }}
+{{- if eq (int $port) $mp }}
+{{- fail (printf "metrics.port (%d) must differ from %s: it is a second port in the same pod" $mp $name) }}
+{{- end }}
+{{- end }}
+{{- if and (hasKey $srv "metrics_port") (ne (toString $srv.metrics_port) (toString .Values.metrics.port)) }}
+{{- fail "config.server.metrics_port disagrees with metrics.port: set only metrics.port (it also sets the pods' and Services' ports)" }}
+{{- end }}
+{{- if and (hasKey $srv "metrics_auth") (ne $srv.metrics_auth .Values.metrics.auth) }}
+{{- fail "config.server.metrics_auth disagrees with metrics.auth: set only metrics.auth (it also grants the RBAC)" }}
+{{- end }}
+{{- $_ := set $srv "metrics_port" (int .Values.metrics.port) }}
+{{- $_ := set $srv "metrics_auth" .Values.metrics.auth }}
+{{- $_ := set $cfg "server" $srv }}
 {{- if not (hasKey $cfg "models_file") }}
 {{- $_ := set $cfg "models_file" "/etc/vramgate-models/models.yaml" }}
 {{- end }}
@@ -348,6 +364,33 @@ readinessProbe:
   periodSeconds: 5
   timeoutSeconds: 3
   failureThreshold: 2
+{{- end }}
+
+{{/* The metrics port of a Service (port "metrics"). */}}
+{{- define "vramgate.metricsServicePort" -}}
+- name: metrics
+  port: {{ .Values.metrics.port }}
+  targetPort: metrics
+  protocol: TCP
+{{- end }}
+
+{{/* The metrics port of a container. */}}
+{{- define "vramgate.metricsContainerPort" -}}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+  protocol: TCP
+{{- end }}
+
+{{/* RBAC for the metrics port's guard (metrics.auth): ask kube-apiserver who a token is and what it may do. */}}
+{{- define "vramgate.accessReviewRules" -}}
+{{- if .Values.metrics.auth }}
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end }}
 {{- end }}
 
 {{/* The args of `vramgate serve` for a role; call with (dict "ctx" $ "role" "webhook" "port" 8443 "host" "0.0.0.0"). */}}

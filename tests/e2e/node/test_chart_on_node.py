@@ -207,7 +207,10 @@ def test_a_fitting_gpu_pod_is_placed_natively_by_the_default_scheduler(release: 
 
 def test_helm_upgrade_with_the_extender_adds_its_scheduler(release: NodeCluster) -> None:
     nc = release
-    nc.helm_run(*install_args("--set", "extender.enabled=true"))
+    # The extender sidecar's own ServiceAccount may read its metrics port (metrics.auth): bound to the reader role.
+    reader = [f"metrics.reader.subjects[0].{k}={v}" for k, v in (
+        ("kind", "ServiceAccount"), ("name", f"{RELEASE}-vramgate-scheduler"), ("namespace", RELEASE_NS))]
+    nc.helm_run(*install_args("--set", "extender.enabled=true", *[a for kv in reader for a in ("--set", kv)]))
     nc.wait_release_ready()
     by_component = {p["metadata"]["labels"]["app.kubernetes.io/component"] for p in nc.pods()}
     assert by_component == {"controller", "scheduler", "webhook"}, nc.describe_release()
@@ -229,12 +232,14 @@ def test_a_fitting_gpu_pod_is_mutated_and_bound_by_the_charts_scheduler_through_
     assert node in nc.gpu_nodes
     assert _scheduled_by(nc, "llama8b") == SCHEDULER
     # The extender sidecar of the leading scheduler answered this pod's filter (read from inside the pod:
-    # the extender listens on 127.0.0.1 only).
+    # the extender listens on 127.0.0.1 only; its metrics port asks for a token, the pod's ServiceAccount's).
     lease = nc.cp.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{RELEASE_NS}/leases/{SCHEDULER}")
     leader = lease["spec"]["holderIdentity"].split("_")[0]
     script = (
-        "import ssl,urllib.request;c=ssl._create_unverified_context();"
-        "print(urllib.request.urlopen('https://127.0.0.1:8444/metrics',context=c).read().decode())"
+        "import ssl,urllib.request as u;c=ssl._create_unverified_context();"
+        "t=open('/var/run/secrets/kubernetes.io/serviceaccount/token').read().strip();"
+        "r=u.Request('https://127.0.0.1:8445/metrics',headers={'Authorization':'Bearer '+t});"
+        "print(u.urlopen(r,context=c).read().decode())"
     )
     out = nc.cp.kubectl("exec", "-n", RELEASE_NS, leader, "-c", "extender", "--", "python", "-c", script).stdout
     filters = [line for line in out.splitlines() if line.startswith('vramgate_extender_requests_total{verb="filter"}')]

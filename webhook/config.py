@@ -190,6 +190,12 @@ class Server(_Section):
     # no bearer token or an invalid one is 401, denied 403. Off by default, so `vramgate serve --nodes` needs no
     # cluster; the chart turns it on (values metrics.auth). /healthz and /readyz never ask (kubelet probes).
     metrics_auth: bool = False
+    # A CA file: reviews and extender calls need a client certificate it signed (kube-apiserver's from its
+    # AdmissionConfiguration kubeconfig, kube-scheduler's from the extender tlsConfig); the probes and the metrics
+    # surface do not. Unset: anyone who reaches the port may ask (the NetworkPolicy is then the bound).
+    client_ca_file: str | None = None
+    # With client_ca_file: the certificate's subject CN or a DNS SAN must be one of these (empty: any it signed).
+    client_names: list[str] = Field(default_factory=list)
     # How long a TokenReview's and an allowed SubjectAccessReview's answer is kept; a denial for a quarter of this,
     # so a ClusterRoleBinding just made takes effect soon. Past access_cache_size entries the oldest go first.
     access_cache_seconds: float = Field(60.0, ge=0)

@@ -1058,3 +1058,17 @@ def test_hub_token_secret_is_mounted_and_named_in_the_config() -> None:
         in pod["containers"][0]["volumeMounts"]
     plain = render_chart({"config": {"hub": {"enabled": True}}})
     assert "token_file" not in yaml.safe_load(one(plain, "ConfigMap", "vramgate-config")["data"]["config.yaml"])["hub"]
+
+
+def test_client_auth_mounts_the_ca_and_names_it_in_the_config(render: Render) -> None:
+    off = render({}, namespace=NS)
+    assert "client_ca_file" not in one(off, "ConfigMap", "vramgate-config")["data"]["config.yaml"]
+    objs = render({"clientAuth": {"caConfigMap": "apiserver-client-ca", "names": ["kube-apiserver"]}}, namespace=NS)
+    config = yaml.safe_load(one(objs, "ConfigMap", "vramgate-config")["data"]["config.yaml"])
+    assert config["server"]["client_ca_file"] == "/etc/vramgate-client-ca/ca.crt"
+    assert config["server"]["client_names"] == ["kube-apiserver"]
+    pod = one(objs, "Deployment", "vramgate-webhook")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "client-ca"]
+    assert volume["configMap"] == {"name": "apiserver-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    mounts = {m["name"]: m["mountPath"] for c in pod["containers"] for m in c.get("volumeMounts", [])}
+    assert mounts["client-ca"] == "/etc/vramgate-client-ca"

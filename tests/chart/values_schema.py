@@ -308,6 +308,8 @@ def values_schema() -> Schema:
             }),
             "hubToken": obj({"secretName": STRING, "key": STRING},
                             "A Secret with a model hub token, mounted for config.hub.token_file."),
+            "clientAuth": obj({"caConfigMap": STRING, "key": STRING, "names": {"type": "array", "items": STRING}},
+                              "A ConfigMap with the CA of kube-apiserver's and kube-scheduler's client certificates."),
             "models": describe({"type": "array", "items": model_entry()},
                                "Extra catalog entries, mounted as a ConfigMap the service reloads on change."),
             "monitoring": obj({

@@ -29,6 +29,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from ..metrics import Metrics
 from ..tls.reload import CertReloader
 from .acceptor import PeerBook
+from .peers import peer_names
 
 log = logging.getLogger("vramgate.server")
 _LOG_EVERY_S = 60.0
@@ -129,6 +130,7 @@ class DeadlineProtocol(HttpToolsProtocol):
         self.vg_peer = ""  # set by the TLS acceptor, which counted this socket: released once, when lost
         self.vg_idle_since: float | None = None
         self.vg_used = False  # a request began on it
+        self._client_names: tuple[str, ...] = ()
 
     @property  # type: ignore[override]
     def timeout_keep_alive(self) -> float:
@@ -142,6 +144,7 @@ class DeadlineProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.vg_idle_since = time.monotonic()
+        self._client_names = peer_names(transport.get_extra_info("peercert"))
         if self._reloader is not None:
             self._cert_generation = self._reloader.reloads
         guard = self._guard
@@ -158,6 +161,8 @@ class DeadlineProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self.vg_idle_since = None
         self.vg_used = True
+        if self._client_names:  # ASGI's TLS extension, with the names of a verified client certificate
+            self.scope["extensions"] = {"tls": {"vg_client_names": self._client_names}}
         self._arm()
 
     def on_response_complete(self) -> None:

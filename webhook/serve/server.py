@@ -46,6 +46,7 @@ from .acceptor import TLSAcceptor
 from .app import Surface, create_app
 from .auth import GUARDED_PATHS, AccessGuard
 from .connections import ConnectionGuard, DeadlineProtocol, default_max_connections
+from .peers import OPEN_PATHS, ClientCertGuard, require_client_certs
 from .state import AppState, plays
 
 log = logging.getLogger("vramgate.server")
@@ -263,15 +264,21 @@ def serving_app(state: AppState, reloader: CertReloader | None, kubeconfig: str 
     """The ASGI app of ``vramgate serve``, and its PortSplit when ``server.metrics_port`` is set."""
     server = state.config.server
     reviewer = access_reviewer(state.config, state.inventory, kubeconfig)
+    checked = server.client_ca_file is not None
     if server.metrics_port is None:
         app: Any = build_app(state, reloader, kubeconfig, "all")
+        if checked:  # the metrics surface sits on this port too: the token guard is its bound, not a certificate
+            app = ClientCertGuard(app, server.client_names, OPEN_PATHS | GUARDED_PATHS)
         if reviewer is not None:
             app = AccessGuard(app, reviewer, state.metrics, GUARDED_PATHS)
         return app, None
     ops: Any = create_app(state, "ops")
     if reviewer is not None:
         ops = AccessGuard(ops, reviewer, state.metrics)  # every path of the metrics port, as controller-runtime does
-    split = PortSplit(build_app(state, reloader, kubeconfig, "webhook"), ops)
+    main: Any = build_app(state, reloader, kubeconfig, "webhook")
+    if checked:
+        main = ClientCertGuard(main, server.client_names)
+    split = PortSplit(main, ops)
     return split, split
 
 
@@ -468,6 +475,13 @@ def serve(args: argparse.Namespace, config: Config) -> int:
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         print(f"vramgate serve: cannot load {cert} / {key}: {exc}", file=sys.stderr)
         return 2
+    if config.server.client_ca_file:
+        try:
+            require_client_certs(reloader.context, config.server.client_ca_file)
+        except (OSError, ValueError) as exc:
+            print(f"vramgate serve: cannot load server.client_ca_file {config.server.client_ca_file}: {exc}",
+                  file=sys.stderr)
+            return 2
     if config.server.metrics_port and config.server.metrics_port == args.port:
         print(f"vramgate serve: server.metrics_port ({config.server.metrics_port}) is the serving port; "
               "pick another, or unset it to serve everything on one port", file=sys.stderr)

@@ -264,6 +264,14 @@ matchConditions:
 {{- $_ := set $hub "token_file" "/etc/vramgate-hub/token" }}
 {{- $_ := set $cfg "hub" $hub }}
 {{- end }}
+{{- $srv := $cfg.server | default dict }}
+{{- if and .Values.clientAuth.caConfigMap (not (hasKey $srv "client_ca_file")) }}
+{{- $_ := set $srv "client_ca_file" "/etc/vramgate-client-ca/ca.crt" }}
+{{- if and .Values.clientAuth.names (not (hasKey $srv "client_names")) }}
+{{- $_ := set $srv "client_names" .Values.clientAuth.names }}
+{{- end }}
+{{- $_ := set $cfg "server" $srv }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -430,6 +438,11 @@ volumeMounts:
     mountPath: /etc/vramgate-hub
     readOnly: true
 {{- end }}
+{{- if .Values.clientAuth.caConfigMap }}
+  - name: client-ca
+    mountPath: /etc/vramgate-client-ca
+    readOnly: true
+{{- end }}
 {{- end }}
 
 {{- define "vramgate.volumes" -}}
@@ -453,6 +466,14 @@ volumes:
       items:
         - key: {{ .Values.hubToken.key }}
           path: token
+{{- end }}
+{{- if .Values.clientAuth.caConfigMap }}
+  - name: client-ca
+    configMap:
+      name: {{ .Values.clientAuth.caConfigMap }}
+      items:
+        - key: {{ .Values.clientAuth.key }}
+          path: ca.crt
 {{- end }}
 {{- end }}
 

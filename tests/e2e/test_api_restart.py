@@ -161,6 +161,24 @@ def test_a_frozen_api_server_is_seen_within_30_s_and_readyz_says_so(
         finally:
             conn.close()
         assert r.status == 200 and json.loads(answer)["response"]["allowed"], answer[:300]
+        # A review whose env reads a ConfigMap: the read cannot be answered, and the review keeps to its budget
+        # (admission.configmap_budget_seconds, 1 s), saying which ConfigMap it could not read.
+        deploy = example("llama3-8b-deployment.yaml")
+        deploy["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "vllm-flags"}}]
+        conn = http.client.HTTPSConnection("127.0.0.1", vramgate.port, timeout=10, context=vramgate.client_context())
+        asked = time.monotonic()
+        try:
+            payload = json.dumps(review(deploy, namespace="ml", uid=str(uuid.uuid4()))).encode()
+            conn.request("POST", "/validate", payload, {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            answer = r.read()
+        finally:
+            conn.close()
+        took = time.monotonic() - asked
+        response = json.loads(answer)["response"]
+        print(f"\na review reading a ConfigMap while the API server is frozen: answered in {took:.2f} s")
+        assert r.status == 200 and response["allowed"] and took <= 1.5, (took, answer[:300])
+        assert any("ConfigMap vllm-flags not read within 1 s" in w for w in response.get("warnings", [])), response
     finally:
         os.killpg(pgid, signal.SIGCONT)
     print(f"\nfrozen kube-apiserver seen after {seen:.1f} s (the watches' read timeout is 90 s; was 140 s unseen)")

@@ -202,3 +202,42 @@ def _timed(call: Callable[[], tuple[int, bytes]]) -> float:
     status, _ = call()
     assert status == 200
     return time.monotonic() - t0
+
+
+def test_recent_rejections_are_shown_only_where_the_viewer_may_list_pods(
+    cluster: ControlPlane, gate: Vramgate, gpu_nodes: Callable[..., Any], namespace: str
+) -> None:
+    """The status page lists a rejection only to a viewer who may list pods in its namespace (a
+    SubjectAccessReview per namespace shown); the others are counted, not named."""
+    gpu_nodes("auth-h100-b", gpus=1)
+    gate.wait_inventory({"auth-h100-b"})
+    secret_ns = f"{namespace}-secret"
+    cluster.request("POST", "/api/v1/namespaces",
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": secret_ns}}, ok=(201, 409))
+    too_big = _without_namespace(EXAMPLES / "llama70b-one-gpu.yaml")
+    for ns, name in ((namespace, "visible-70b"), (secret_ns, "confidential-70b")):
+        too_big["metadata"]["name"] = name
+        r = cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(too_big), check=False)
+        assert r.returncode != 0, r.stdout
+    viewer = "page-viewer"
+    token = service_account_token(cluster, namespace, viewer)
+    binding = f"e2e-viewer-{namespace}"
+    bind(cluster, binding, READER, namespace, viewer)
+    cluster.kubectl("-n", namespace, "create", "role", "pod-lister", "--verb=list", "--resource=pods")
+    cluster.kubectl("-n", namespace, "create", "rolebinding", "pod-lister", "--role=pod-lister",
+                    f"--serviceaccount={namespace}:{viewer}")
+    try:
+        def page() -> bytes:
+            status, body = gate.get("/status", token=token)
+            return body if status == 200 else b""
+
+        cluster.wait_for("the page for the viewer, with its namespace's rejection",
+                         lambda: b"visible-70b" in page(), timeout=40, interval=0.5)
+        body = page()
+        assert b"confidential-70b" not in body and secret_ns.encode() not in body, body[-2000:]
+        assert b"more in namespaces where you may not list pods" in body
+        # The reader used by the harness (no pod rights anywhere) sees none of them named.
+        reader_page = gate.get("/status")[1]
+        assert b"visible-70b" not in reader_page and b"confidential-70b" not in reader_page
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")

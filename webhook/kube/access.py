@@ -95,10 +95,12 @@ def user_of(status: Mapping[str, Any]) -> User | None:
     )
 
 
-def access_review(user: User, path: str, verb: str) -> dict[str, Any]:
-    """The SubjectAccessReview for ``user`` doing ``verb`` on the non-resource ``path``."""
-    spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups),
-                            "nonResourceAttributes": {"path": path, "verb": verb}}
+def access_review(user: User, path: str, verb: str, namespace: str | None = None) -> dict[str, Any]:
+    """The SubjectAccessReview for ``user`` doing ``verb`` on the non-resource ``path``, or, with ``namespace``, on
+    the core resource ``path`` (``pods``) in that namespace."""
+    attributes: dict[str, Any] = {"nonResourceAttributes": {"path": path, "verb": verb}} if namespace is None else {
+        "resourceAttributes": {"namespace": namespace, "verb": verb, "group": "", "resource": path}}
+    spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups), **attributes}
     if user.uid:
         spec["uid"] = user.uid
     if user.extra:
@@ -122,7 +124,7 @@ class AccessReviewer:
         self.timeout = timeout
         # (user,) or (None,) for a rejected token: a miss is None.
         self.tokens: TTLCache[bytes, tuple[User | None]] = TTLCache(size, clock)
-        self.decisions: TTLCache[tuple[User, str, str], Decision] = TTLCache(size, clock)
+        self.decisions: TTLCache[tuple[User, str, str, str | None], Decision] = TTLCache(size, clock)
         self.reviews = 0  # calls made to the API server, for tests and the log
 
     def api(self) -> RawApi:
@@ -146,13 +148,13 @@ class AccessReviewer:
         self.tokens.put(key, (user,), self.ttl)
         return user
 
-    def authorize(self, user: User, path: str, verb: str) -> Decision:
-        """Whether ``user`` may ``verb`` the non-resource ``path``."""
-        key = (user, path, verb)
+    def authorize(self, user: User, path: str, verb: str, namespace: str | None = None) -> Decision:
+        """Whether ``user`` may ``verb`` the non-resource ``path`` (with ``namespace``: the resource ``path`` there)."""
+        key = (user, path, verb, namespace)
         cached = self.decisions.get(key)
         if cached is not None:
             return cached
-        status = self._post(ACCESS_REVIEWS, access_review(user, path, verb)).get("status") or {}
+        status = self._post(ACCESS_REVIEWS, access_review(user, path, verb, namespace)).get("status") or {}
         decision = Decision(allowed=status.get("allowed") is True and status.get("denied") is not True,
                             reason=str(status.get("reason") or status.get("evaluationError") or "")[:300])
         # A denial is kept for a quarter as long, so access granted a moment ago is seen within seconds.

@@ -96,7 +96,11 @@ def _ops_routes(app: App, state: AppState) -> None:
             # Seconds of engine-model arithmetic: off the event loop, so reviews keep being answered.
             fit_html = await run_in_threadpool(status.render_fit, state, form["model"].strip(),
                                                form["context"].strip(), form["engine"] or "vllm")
-        page = status.render(state, fit_html, form)
+        visible: set[str] | None = None
+        viewer = request.scope.get("vg_viewer")
+        if viewer is not None:  # server.metrics_auth: rejections only from namespaces the viewer may list pods in
+            visible = await viewer.namespaces({r.namespace for r in state.rejections})
+        page = status.render(state, fit_html, form, visible)
         return HTMLResponse(page, headers={"Cache-Control": "no-store",
                                            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
                                            "form-action 'self'"})

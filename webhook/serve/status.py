@@ -94,8 +94,10 @@ def _admission_counts(state: AppState) -> tuple[dict[str, float], dict[tuple[str
     return by_verdict, denied
 
 
-def render(state: AppState, fit_html: str = "", form: dict[str, str] | None = None) -> str:
-    """The page for this instance's current snapshot and metrics."""
+def render(state: AppState, fit_html: str = "", form: dict[str, str] | None = None,
+           visible: set[str] | None = None) -> str:
+    """The page for this instance's current snapshot and metrics; with ``visible``, only the rejections from
+    those namespaces (``""``: cluster-scoped objects) are listed."""
     from ..advise.fit import kinds_of
 
     snap = state.inventory.snapshot()
@@ -136,6 +138,12 @@ def render(state: AppState, fit_html: str = "", form: dict[str, str] | None = No
                             frozenset({2}), "denials"))
     parts.append("<h2>Recent rejections</h2>")
     recent = list(state.rejections)[::-1]
+    hidden = 0
+    if visible is not None:
+        shown = [r for r in recent if r.namespace in visible]
+        hidden, recent = len(recent) - len(shown), shown
+    if hidden:
+        parts.append(f"<p id=hidden>{hidden} more in namespaces where you may not list pods.</p>")
     if recent:
         parts.append(_table(("time (UTC)", "webhook", "kind", "namespace", "name", "reason"),
                             [[time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.at)), escape(r.webhook),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,8 @@ def test_missing_file_holds_none_and_bad_files_are_refused(tmp_path: Path) -> No
             load_config(config_at(tmp_path, bad))
 
 
-def test_watcher_swaps_the_catalog_on_change_and_keeps_it_on_a_bad_file(tmp_path: Path) -> None:
+def test_watcher_swaps_the_catalog_on_change_and_keeps_it_on_a_bad_file(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
     models = tmp_path / "models.yaml"
     write(models, [])
     config = load_config(config_at(tmp_path, models))
@@ -73,8 +75,12 @@ def test_watcher_swaps_the_catalog_on_change_and_keeps_it_on_a_bad_file(tmp_path
     in_use = state.catalog
     models.write_text("models:\n  - {name: broken}\n")
     assert not watcher.check() and state.catalog is in_use
-    models.unlink()  # a removed file: no entries from it
-    assert watcher.check() and state.catalog.resolve("acme/chat-13b") is None
+    models.unlink()  # a removed file: no entries from it, and a warning that says how many went
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="vramgate.models"):
+        assert watcher.check() and state.catalog.resolve("acme/chat-13b") is None
+    (record,) = [r for r in caplog.records if r.name == "vramgate.models"]
+    assert record.levelno == logging.WARNING and "deleted: 1 entries dropped" in record.getMessage()
 
 
 def test_running_service_reloads_and_judges_with_the_new_entry(tmp_path: Path) -> None:

@@ -25,13 +25,18 @@ class ModelsWatcher:
         self.interval = interval
         self._digest = hashlib.sha256(seen).digest()
         self.reloads = 0
+        try:
+            self.entries = len(parse_models(seen, str(self.path))) if seen else 0
+        except ModelsFileError:
+            self.entries = 0
 
     def check(self) -> bool:
         """Re-read the file once; True when the catalog was swapped."""
+        gone = False
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
-            raw = b""
+            raw, gone = b"", True
         except OSError as exc:
             log.warning("cannot read models file", extra={"fields": {"path": str(self.path), "error": str(exc)}})
             return False
@@ -46,7 +51,16 @@ class ModelsWatcher:
             return False
         self.state.use_catalog(catalog_with(self.inline, entries))
         self.reloads += 1
-        log.info("models file reloaded", extra={"fields": {"path": str(self.path), "entries": len(entries)}})
+        dropped = self.entries - len(entries)
+        fields = {"path": str(self.path), "entries": len(entries), "dropped": max(0, dropped)}
+        if gone or (dropped > 0 and not entries):
+            # Its models are unknown from now on (judged without an estimate, or rejected where the annotation
+            # names no size): not a routine reload.
+            log.warning("models file %s: %d entries dropped; the catalog keeps the built-in and inline models",
+                        "deleted" if gone else "emptied", max(0, dropped), extra={"fields": fields})
+        else:
+            log.info("models file reloaded", extra={"fields": fields})
+        self.entries = len(entries)
         return True
 
     async def run(self) -> None:

@@ -924,16 +924,47 @@ def test_metrics_port_auth_and_reader_role(render: Render, tmp_path: Path) -> No
             render(values, namespace=NS)
 
 
+def _metrics_from(*namespaces: str) -> list[dict[str, Any]]:
+    return [{"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}}]
+
+
 def test_network_policy(render: Render) -> None:
-    objs = render(MODES["all-on"], namespace=NS)
+    # On by default: the serving port from any source (kube-apiserver and the kubelet's probes have no pod identity),
+    # the metrics port from the release namespace and "monitoring" only.
+    default = {p["metadata"]["name"]: p["spec"] for p in find(render({}, namespace=NS), "NetworkPolicy")}
+    assert set(default) == {"vramgate-webhook", "vramgate-controller"}
+    for name, spec in default.items():
+        assert spec["policyTypes"] == ["Ingress"]
+        assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == name.removeprefix("vramgate-")
+        assert spec["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}]},
+                                   {"ports": [{"protocol": "TCP", "port": 8445}],
+                                    "from": _metrics_from(NS, "monitoring")}]
+    # networkPolicy.from keeps its meaning for the serving ports; the metrics port has its own readers.
+    objs = render(merged(MODES["all-on"], {"networkPolicy": {"metrics": {
+        "namespaces": ["prometheus", NS], "from": [{"podSelector": {"matchLabels": {"app": "scraper"}}}]}}}),
+        namespace=NS)
     pols = {p["metadata"]["name"]: p for p in find(objs, "NetworkPolicy")}
     assert set(pols) == {"vramgate-webhook", "vramgate-controller", "vramgate-scheduler", "vramgate-extender"}
-    web = pols["vramgate-webhook"]["spec"]
-    assert web["policyTypes"] == ["Ingress"]
-    assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook"
-    assert web["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}, {"protocol": "TCP", "port": 8445}],
-                               "from": [{"namespaceSelector": {"matchLabels": {"team": "platform"}}}]}]
-    assert not find(render({}, namespace=NS), "NetworkPolicy")
+    platform = [{"namespaceSelector": {"matchLabels": {"team": "platform"}}}]
+    metrics = {"ports": [{"protocol": "TCP", "port": 8445}],
+               "from": [*_metrics_from(NS, "prometheus"), {"podSelector": {"matchLabels": {"app": "scraper"}}}]}
+    assert pols["vramgate-webhook"]["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8443}], "from": platform}, metrics]
+    assert pols["vramgate-extender"]["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8444}], "from": platform}, metrics]
+    # The scheduler pod: kube-scheduler's secure port; the extender sidecar on loopback needs no rule.
+    assert pols["vramgate-scheduler"]["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 10259}], "from": platform}]
+    off_loopback = render(merged(MODES["all-on"], {"scheduler": {"extender": {"bindAddress": "0.0.0.0"}}}),
+                          namespace=NS)
+    assert one(off_loopback, "NetworkPolicy", "vramgate-scheduler")["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 10259}, {"protocol": "TCP", "port": 8444}], "from": platform},
+        {"ports": [{"protocol": "TCP", "port": 8445}], "from": _metrics_from(NS, "monitoring")}]
+    # No namespaces listed: the release namespace alone.
+    alone = render({"networkPolicy": {"metrics": {"namespaces": []}}}, namespace=NS)
+    assert one(alone, "NetworkPolicy", "vramgate-webhook")["spec"]["ingress"][1]["from"] == _metrics_from(NS)
+    assert not find(render({"networkPolicy": {"enabled": False}}, namespace=NS), "NetworkPolicy")
 
 
 def test_install_helm_script_is_idempotent(helm: str) -> None:

@@ -5,10 +5,11 @@ refused (no 403 in its log).
 - the controller (its ClusterRole and Lease Role): takes the Lease, labels a GPU node, taints it and records the Events
   with the node's UID when its GPUs go, lists what already runs, records the audit's Event on a workload that fits
   nowhere and writes its PolicyReport, and releases the Lease;
-- the extender (the ClusterRole the chart binds to the scheduler sidecar's ServiceAccount): its inventory syncs.
+- the extender (the ClusterRole the chart binds to the scheduler sidecar's ServiceAccount) and the webhook: their
+  inventories sync, every kind listed and watched (an optional kind refused would be logged, not fatal).
 
-The webhook runs so in tests/e2e/test_metrics_auth.py. tests/chart/test_rbac_matches_code.py holds the grants to the
-calls; this holds the calls to the API server's answer.
+The webhook's access reviews run so in tests/e2e/test_metrics_auth.py. tests/chart/test_rbac_matches_code.py holds
+the grants to the calls; this holds the calls to the API server's answer.
 """
 
 from __future__ import annotations
@@ -134,14 +135,20 @@ def test_the_controller_does_its_job_on_the_charts_rbac_alone(
           f"Event and PolicyReport; {len(caplog.records)} log records, none refused")
 
 
-def test_the_extender_syncs_on_the_charts_rbac_alone(
-    cluster: ControlPlane, tmp_path: Path, apply_rbac: Callable[[list[dict[str, Any]]], None],
-) -> None:
-    gate = Vramgate(cluster, role="extender")
+@pytest.mark.parametrize(("role", "service_account", "roles"), [
     # kube-scheduler's sidecar runs as the scheduler's ServiceAccount, bound to the extender's ClusterRole.
-    apply_rbac(_rbac_for(gate.chart, "vramgate-scheduler", ("vramgate-extender",)))
-    token = service_account_token(cluster, NAMESPACE, "vramgate-scheduler")
-    gate.kubeconfig = token_kubeconfig(cluster, tmp_path / "extender.kubeconfig", token)
+    ("extender", "vramgate-scheduler", ("vramgate-extender",)),
+    # The webhook's inventory also lists PriorityClasses and NodePools (the tiers, Karpenter).
+    ("webhook", "vramgate-webhook", ("vramgate-webhook",)),
+])
+def test_the_inventory_syncs_on_the_charts_rbac_alone(
+    cluster: ControlPlane, tmp_path: Path, apply_rbac: Callable[[list[dict[str, Any]]], None], role: str,
+    service_account: str, roles: tuple[str, ...],
+) -> None:
+    gate = Vramgate(cluster, role=role)
+    apply_rbac(_rbac_for(gate.chart, service_account, roles))
+    token = service_account_token(cluster, NAMESPACE, service_account)
+    gate.kubeconfig = token_kubeconfig(cluster, tmp_path / f"{role}.kubeconfig", token)
     since = gate.log.stat().st_size if gate.log.exists() else 0  # the log is appended to across a session
     gate.start(timeout=60)  # /readyz 200: every kind of its inventory listed and watched
     try:

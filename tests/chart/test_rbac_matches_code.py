@@ -540,11 +540,15 @@ def test_every_api_call_in_the_code_is_understood(render: Render) -> None:
     print(f"\n{sum(len(module_sites(m, built)) for m in sorted(calling))} API call sites in {len(calling)} modules")
 
 
-@pytest.mark.parametrize("features", ["on", "off"])
+# Every feature on (PolicyReports, the default), on with openreports' Reports, and every feature off.
+RENDERS = {"on": {}, "on-openreports": {"reports": {"kind": "openreports"}}, "off": {}}
+
+
+@pytest.mark.parametrize("features", list(RENDERS))
 def test_the_chart_grants_exactly_what_the_code_calls(render: Render, features: str) -> None:
-    on = set(FEATURES) if features == "on" else set()
-    objs = render(_merge(BASE_VALUES, *(pair[0] if features == "on" else pair[1] for pair in FEATURES.values())),
-                  namespace=NS)
+    on = set(FEATURES) if features.startswith("on") else set()
+    toggles = (pair[0] if features.startswith("on") else pair[1] for pair in FEATURES.values())
+    objs = render(_merge(BASE_VALUES, *toggles, RENDERS[features]), namespace=NS)
     built = _built_paths(objs)
     problems = []
     for name, component in COMPONENTS.items():

@@ -1,4 +1,4 @@
-"""TLS: 1.2 minimum, and a rotated certificate goes live without a failed request or a restart."""
+"""TLS: 1.2 minimum with AEAD suites only, and a rotated certificate goes live without a failed request or a restart."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.harness import serve_app
 from webhook.config import Config
 from webhook.serve.server import build_app
 from webhook.serve.state import AppState
-from webhook.tls.certs import make_bundle, write_bundle
+from webhook.tls.certs import KeyType, make_bundle, write_bundle
 from webhook.tls.reload import CertReloader
 
 from .conftest import SwappableInventory
@@ -54,6 +54,54 @@ def test_tls_12_minimum(tmp_path: Path) -> None:
         with pytest.raises((ssl.SSLError, ConnectionError)), socket.create_connection(("127.0.0.1", srv.port)) as raw, \
                 old.wrap_socket(raw, server_hostname="localhost"):
             pass
+
+
+# (key type, CBC suites a TLS 1.2 client may offer, AEAD suites it may offer) for both keys `vramgate certs` makes.
+SUITES = {
+    "ecdsa": (("ECDHE-ECDSA-AES128-SHA256", "ECDHE-ECDSA-AES256-SHA384", "ECDHE-ECDSA-AES128-SHA"),
+              ("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305")),
+    "rsa": (("ECDHE-RSA-AES128-SHA256", "ECDHE-RSA-AES128-SHA", "AES128-SHA", "AES256-SHA256", "AES128-GCM-SHA256"),
+            ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305")),
+}
+
+
+def _tls12_client(ca: Path, cipher: str) -> ssl.SSLContext:
+    """A client that speaks TLS 1.2 only and offers one suite."""
+    ctx = client_context(ca)
+    ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(cipher)
+    return ctx
+
+
+@pytest.mark.parametrize("key_type", ["ecdsa", "rsa"])
+def test_tls_12_offers_aead_suites_only(tmp_path: Path, key_type: KeyType) -> None:
+    """A TLS 1.2 client offering only a CBC (or static-RSA) suite is refused; one offering an ECDHE AEAD suite gets it.
+    TLS 1.3 is untouched."""
+    write_bundle(make_bundle(NAMES, key_type=key_type), tmp_path)
+    _, running = _serve(tmp_path)
+    ca = tmp_path / "ca.crt"
+    cbc, aead = SUITES[key_type]
+    with running as srv:
+        for cipher in cbc:
+            with pytest.raises((ssl.SSLError, ConnectionError)), \
+                    socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw, \
+                    _tls12_client(ca, cipher).wrap_socket(raw, server_hostname="localhost"):
+                pass
+        agreed = []
+        for cipher in aead:
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw, \
+                    _tls12_client(ca, cipher).wrap_socket(raw, server_hostname="localhost") as s:
+                assert s.version() == "TLSv1.2"
+                name = s.cipher()
+                assert name is not None and name[0] == cipher
+                agreed.append(name[0])
+        # An ordinary client still reaches a review over TLS 1.3, and is served.
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw, \
+                client_context(ca).wrap_socket(raw, server_hostname="localhost") as s:
+            assert s.version() == "TLSv1.3"
+        status, _, _ = request(srv.port, client_context(ca))
+        assert status == 200
+    print(f"\n{key_type}: refused at TLS 1.2 {', '.join(cbc)}; agreed {', '.join(agreed)}")
 
 
 def test_rotation_under_load_fails_nothing(tmp_path: Path) -> None:
@@ -140,7 +188,9 @@ def test_keep_alive_connection_survives_rotation(tmp_path: Path) -> None:
         conn.request("GET", "/healthz")  # the same connection, still on the old certificate
         resp = conn.getresponse()
         assert resp.status == 200 and resp.read() and conn.sock is sock
-        assert x509.load_der_x509_certificate(sock.getpeercert(binary_form=True)).serial_number == old_serial
+        der = sock.getpeercert(binary_form=True)
+        assert der is not None
+        assert x509.load_der_x509_certificate(der).serial_number == old_serial
         conn.close()
         assert request(srv.port, client_context(both))[1] == serial_of(tmp_path / "tls.crt") != old_serial
 

@@ -692,19 +692,20 @@ def test_no_wildcards(render: Render, mode: str) -> None:
 
 def test_least_privilege_per_role(render: Render) -> None:
     objs = render({}, namespace=NS)
-    read = {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("get", "list", "watch")}
+    # The inventory lists and watches (never a get: tests/chart/test_rbac_matches_code.py compares with the code).
+    read = {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("list", "watch")}
     dra_read = ("resourceslices", "deviceclasses", "resourceclaimtemplates", "resourceclaims")
     read |= {("resource.k8s.io", r, v) for r in dra_read
-             for v in ("get", "list", "watch")}  # DRA inventory and the claims pods refer to
+             for v in ("list", "watch")}  # DRA inventory and the claims pods refer to
     # Admission reads the ConfigMaps a workload's env names (get only; config.admission.read_configmaps), and
     # autofit reads the object it changed for its UID and writes one Event (webhook.autofit.enabled).
     autofit = {("", "events", "create")} | {(g, r, "get") for g, r in (
-        ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"), ("apps", "daemonsets"),
-        ("batch", "jobs"), ("batch", "cronjobs"))}
+        ("", "pods"), ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"),
+        ("apps", "daemonsets"), ("batch", "jobs"), ("batch", "cronjobs"))}
     # The mutation reads PriorityClasses to set spec.priority as the Priority plugin will (one /mutate call a Pod).
-    priorities = {("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")}
+    priorities = {("scheduling.k8s.io", "priorityclasses", v) for v in ("list", "watch")}
     # and Karpenter NodePools, read only to admit what no node holds yet but a pool can add (docs/autoscaling.md).
-    priorities |= {("karpenter.sh", "nodepools", v) for v in ("get", "list", "watch")}
+    priorities |= {("karpenter.sh", "nodepools", v) for v in ("list", "watch")}
     # The metrics port's guard (metrics.auth, on by default) asks who a token is and what it may do.
     reviews = {("authentication.k8s.io", "tokenreviews", "create"),
                ("authorization.k8s.io", "subjectaccessreviews", "create")}
@@ -718,12 +719,12 @@ def test_least_privilege_per_role(render: Render) -> None:
     assert grants(rules_of(off, "ClusterRole", "vramgate-webhook")) == read | priorities | reviews
     controller = grants(rules_of(objs, "ClusterRole", "vramgate-controller"))
     assert controller == (
-        {("", "nodes", v) for v in ("get", "list", "watch", "patch", "update")}
-        | {("", r, v) for r in ("pods", "namespaces") for v in ("get", "list", "watch")}
-        | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
+        {("", "nodes", v) for v in ("get", "list", "watch", "patch")}  # a merge patch, never an update
+        | {("", r, v) for r in ("pods", "namespaces") for v in ("list", "watch")}
+        | {("", "events", "create")}  # core v1 Events, posted once each
         | AUDIT_READS
-        | {("wgpolicyk8s.io", "policyreports", v) for v in ("get", "list", "create", "update")}
-        | {("resource.k8s.io", r, v) for r in dra_read for v in ("get", "list", "watch")}
+        | {("wgpolicyk8s.io", "policyreports", v) for v in ("list", "create", "update")}
+        | {("resource.k8s.io", r, v) for r in dra_read for v in ("list", "watch")}
         | reviews
     )
     dtr = grants(rules_of(render({"config": {"controller": {"device_taint_rules": True}}}, namespace=NS),
@@ -771,7 +772,7 @@ def test_audit_rbac_reports_and_crd(render: Render, tmp_path: Path) -> None:
     assert config_of({})["audit"] == {"enabled": True, "reports": "policyreport"}
     opened = controller_grants({"reports": {"kind": "openreports"}})
     assert {g for g in opened if g[0] == "openreports.io"} == {
-        ("openreports.io", "reports", v) for v in ("get", "list", "create", "update")}
+        ("openreports.io", "reports", v) for v in ("list", "create", "update")}
     assert not {g for g in controller_grants({"reports": {"kind": "none"}}) if "report" in g[1]}
     # The CRD only when asked.
     assert not [o for o in render({}, namespace=NS) if o["kind"] == "CustomResourceDefinition"]
@@ -923,16 +924,47 @@ def test_metrics_port_auth_and_reader_role(render: Render, tmp_path: Path) -> No
             render(values, namespace=NS)
 
 
+def _metrics_from(*namespaces: str) -> list[dict[str, Any]]:
+    return [{"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]}}]
+
+
 def test_network_policy(render: Render) -> None:
-    objs = render(MODES["all-on"], namespace=NS)
+    # On by default: the serving port from any source (kube-apiserver and the kubelet's probes have no pod identity),
+    # the metrics port from the release namespace and "monitoring" only.
+    default = {p["metadata"]["name"]: p["spec"] for p in find(render({}, namespace=NS), "NetworkPolicy")}
+    assert set(default) == {"vramgate-webhook", "vramgate-controller"}
+    for name, spec in default.items():
+        assert spec["policyTypes"] == ["Ingress"]
+        assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == name.removeprefix("vramgate-")
+        assert spec["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}]},
+                                   {"ports": [{"protocol": "TCP", "port": 8445}],
+                                    "from": _metrics_from(NS, "monitoring")}]
+    # networkPolicy.from keeps its meaning for the serving ports; the metrics port has its own readers.
+    objs = render(merged(MODES["all-on"], {"networkPolicy": {"metrics": {
+        "namespaces": ["prometheus", NS], "from": [{"podSelector": {"matchLabels": {"app": "scraper"}}}]}}}),
+        namespace=NS)
     pols = {p["metadata"]["name"]: p for p in find(objs, "NetworkPolicy")}
     assert set(pols) == {"vramgate-webhook", "vramgate-controller", "vramgate-scheduler", "vramgate-extender"}
-    web = pols["vramgate-webhook"]["spec"]
-    assert web["policyTypes"] == ["Ingress"]
-    assert web["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook"
-    assert web["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8443}, {"protocol": "TCP", "port": 8445}],
-                               "from": [{"namespaceSelector": {"matchLabels": {"team": "platform"}}}]}]
-    assert not find(render({}, namespace=NS), "NetworkPolicy")
+    platform = [{"namespaceSelector": {"matchLabels": {"team": "platform"}}}]
+    metrics = {"ports": [{"protocol": "TCP", "port": 8445}],
+               "from": [*_metrics_from(NS, "prometheus"), {"podSelector": {"matchLabels": {"app": "scraper"}}}]}
+    assert pols["vramgate-webhook"]["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8443}], "from": platform}, metrics]
+    assert pols["vramgate-extender"]["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8444}], "from": platform}, metrics]
+    # The scheduler pod: kube-scheduler's secure port; the extender sidecar on loopback needs no rule.
+    assert pols["vramgate-scheduler"]["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 10259}], "from": platform}]
+    off_loopback = render(merged(MODES["all-on"], {"scheduler": {"extender": {"bindAddress": "0.0.0.0"}}}),
+                          namespace=NS)
+    assert one(off_loopback, "NetworkPolicy", "vramgate-scheduler")["spec"]["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 10259}, {"protocol": "TCP", "port": 8444}], "from": platform},
+        {"ports": [{"protocol": "TCP", "port": 8445}], "from": _metrics_from(NS, "monitoring")}]
+    # No namespaces listed: the release namespace alone.
+    alone = render({"networkPolicy": {"metrics": {"namespaces": []}}}, namespace=NS)
+    assert one(alone, "NetworkPolicy", "vramgate-webhook")["spec"]["ingress"][1]["from"] == _metrics_from(NS)
+    assert not find(render({"networkPolicy": {"enabled": False}}, namespace=NS), "NetworkPolicy")
 
 
 def test_install_helm_script_is_idempotent(helm: str) -> None:

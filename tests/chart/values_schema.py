@@ -324,7 +324,13 @@ def values_schema() -> Schema:
             }),
             "networkPolicy": obj({
                 "enabled": BOOL,
-                "from": describe(OPEN_OBJECTS, "NetworkPolicyPeers allowed in; empty: any source."),
+                "from": describe(OPEN_OBJECTS, "NetworkPolicyPeers allowed to the serving ports; empty: any source."),
+                "metrics": obj({
+                    "namespaces": {"type": "array", "items": {"type": "string", "minLength": 1},
+                                   "description": "Namespaces (kubernetes.io/metadata.name) allowed to metrics.port, "
+                                                  "besides the release namespace."},
+                    "from": describe(OPEN_OBJECTS, "More NetworkPolicyPeers allowed to metrics.port."),
+                }),
             }),
             "config": config_schema(),
         }),

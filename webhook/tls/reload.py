@@ -1,4 +1,4 @@
-"""HTTPS for the service: one live SSLContext (TLS ≥ 1.2) whose certificate is swapped in place when the files change.
+"""HTTPS for the service: one live SSLContext (TLS ≥ 1.2, AEAD only) whose certificate is swapped as the files change.
 
 kube-apiserver and kube-scheduler reach vramgate only over TLS, and the serving cert rotates
 (cert-manager, ``vramgate certs``, a Secret update). :class:`CertReloader` polls a hash of the
@@ -30,10 +30,21 @@ log = logging.getLogger("vramgate.tls")
 
 DEFAULT_INTERVAL = 1.0
 
+# TLS 1.2: forward-secret AEAD suites only, for either key `vramgate certs` makes (ECDSA P-256, the default, or RSA):
+# Mozilla's "intermediate" list without DHE. No CBC suite (Lucky13 and its kin), no static-RSA key exchange. Go's
+# crypto/tls (kube-apiserver, kube-scheduler) offers all six. TLS 1.3 suites are OpenSSL's own (all AEAD):
+# set_ciphers does not touch them.
+TLS12_CIPHERS = ":".join((
+    "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+))
+
 
 def _new_context() -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(TLS12_CIPHERS)
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx
 
@@ -72,7 +83,7 @@ def load_pair(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
 
 
 def server_context(cert_path: str | os.PathLike[str], key_path: str | os.PathLike[str]) -> ssl.SSLContext:
-    """The listening sockets' context: TLS 1.2 minimum, HTTP/1.1 ALPN, the pair from the files."""
+    """The listening sockets' context: TLS 1.2 minimum (ECDHE AEAD suites), HTTP/1.1 ALPN, the pair from the files."""
     ctx = _new_context()
     load_pair(ctx, *read_pair(cert_path, key_path))
     return ctx

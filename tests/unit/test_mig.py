@@ -161,3 +161,30 @@ def test_vramgate_check_on_the_fixtures(capsys: pytest.CaptureFixture[str]) -> N
                         "pod/llama-8b-on-1g-10gb": "REJECT", "pod/qwen-on-7g-80gb": "REJECT"}, out
     assert rc == 1
     assert "nvidia.com/mig-1g.10gb is a 10 GiB MIG slice" in out
+
+
+def test_a_small_model_on_a_large_slice_is_offered_the_smallest_slice_that_holds_it() -> None:
+    """Issue #41: a 3B model asking mig-3g.40gb on an A100 80GB is offered 1g.10gb, with what it frees; a model
+    only the asked profile holds gets no such warning."""
+    from webhook.decide.verdict import judge
+
+    snap = snapshot_from_nodes(_nodes(), CFG, {}, revision=1)
+
+    def warnings(profile: str, model: str) -> tuple[bool, tuple[str, ...]]:
+        c = container(gpus=None, args=["--model", model, "--max-model-len", "4096"])
+        c["resources"] = {"limits": {f"nvidia.com/mig-{profile}": 1}}
+        j = judge(pod(c, name=f"p-{profile}"), snap, CFG, builtin_catalog())
+        return j.allowed, j.warnings
+
+    allowed, said = warnings("3g.40gb", "meta-llama/Llama-3.2-3B-Instruct")
+    offer = [w for w in said if w.startswith("a smaller slice holds it")]
+    assert allowed and len(offer) == 1, said
+    assert "nvidia.com/mig-1g.10gb (9.5 GiB, 1/7 of a GPU) on node a100-mig-0" in offer[0], offer
+    assert "nvidia.com/mig-3g.40gb takes 3/7 of a GPU" in offer[0] and "free 2/7 of a GPU (0.29 GPU-hours" in offer[0]
+    # An 8B in bf16 (~17 GiB at 4k tokens) needs 2g.20gb at least: offered that, not 1g.10gb.
+    allowed, said = warnings("3g.40gb", "meta-llama/Meta-Llama-3.1-8B-Instruct")
+    offer = [w for w in said if w.startswith("a smaller slice holds it")]
+    assert allowed and len(offer) == 1 and "nvidia.com/mig-2g.20gb" in offer[0], said
+    # Asked the smallest that holds it: nothing to say.
+    allowed, said = warnings("1g.10gb", "meta-llama/Llama-3.2-3B-Instruct")
+    assert allowed and not any(w.startswith("a smaller slice") for w in said), said

@@ -27,6 +27,7 @@ from .rules import (
 )
 from .scaleup import after_scale_up
 from .slices import spans_hosts
+from .smaller_slice import smaller_slice_warnings
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,8 @@ def _judge_view(
         warnings.append(verdict.message)
     assert verdict.fitting is not None  # every admitting verdict carries its nodes
     warnings.extend(fp8_compute_warnings(demand, verdict.fitting))
+    if demand.mig:  # a pod asking slices: does a smaller profile hold it? (only these pods pay the scan)
+        warnings.extend(smaller_slice_warnings(verdict.fitting.need, verdict.fitting.nodes))
     if demand.auto_context:
         demand, said = picked_context(demand, verdict.fitting)
         warnings.extend(said)

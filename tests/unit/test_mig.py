@@ -188,3 +188,25 @@ def test_a_small_model_on_a_large_slice_is_offered_the_smallest_slice_that_holds
     # Asked the smallest that holds it: nothing to say.
     allowed, said = warnings("1g.10gb", "meta-llama/Llama-3.2-3B-Instruct")
     assert allowed and not any(w.startswith("a smaller slice") for w in said), said
+
+
+def test_a_whole_gpu_for_a_model_a_slice_holds_is_told_the_slice() -> None:
+    """Issue #41: a one-GPU pod whose model a MIG slice in the cluster holds is told which, and what it frees."""
+    from webhook.decide.verdict import judge
+
+    # Without a whole GPU anywhere the pod is rejected, and the rejection names the slice that holds it.
+    only_slices = snapshot_from_nodes(_nodes(), CFG, {}, revision=1)
+    c = container(gpus=1, args=["--model", "meta-llama/Llama-3.2-3B-Instruct", "--max-model-len", "4096"])
+    j = judge(pod(c, name="whole"), only_slices, CFG, builtin_catalog())
+    assert not j.allowed and "A MIG slice holds it: nvidia.com/mig-1g.10gb (9.5 GiB, 1/7 of a GPU)" in j.message
+    # With whole GPUs too, it is admitted and told.
+    snap = snapshot_from_nodes([*_nodes(), gpu_node("a100-whole", gpus=8)], CFG, {}, revision=1)
+    j = judge(pod(c, name="whole"), snap, CFG, builtin_catalog())
+    offer = [w for w in j.warnings if w.startswith("a MIG slice holds it")]
+    assert len(offer) == 1, j.warnings
+    assert "nvidia.com/mig-1g.10gb (9.5 GiB, 1/7 of a GPU) on node a100-mig-0" in offer[0]
+    assert "would free 6/7 of a GPU per replica (0.86 GPU-hours an hour)" in offer[0]
+    # A 70B no slice holds: nothing said (it may be rejected or admitted on whole GPUs, as before).
+    big = container(gpus=1, args=["--model", "meta-llama/Meta-Llama-3.1-70B-Instruct", "--max-model-len", "4096"])
+    j = judge(pod(big, name="big"), snap, CFG, builtin_catalog())
+    assert not any(w.startswith("a MIG slice holds it") for w in j.warnings)

@@ -82,12 +82,17 @@ class Snapshot:
         return self.provisioners.offers(self.nodes.values())
 
     @cached_property
+    def sliced(self) -> tuple[NodeGPUs, ...]:
+        """GPU nodes that offer MIG slices or AMD partitions by profile (the mixed strategies); mostly none."""
+        return tuple(n for n in self.by_vram if n.mig_profiles)
+
+    @cached_property
     def cpu_nodes(self) -> tuple[NodeGPUs, ...]:
         """Nodes without GPUs."""
         return tuple(n for n in self.nodes.values() if not n.is_gpu_node)
 
 
-NODE_VIEWS = ("by_vram", "cpu_nodes")
+NODE_VIEWS = ("by_vram", "sliced", "cpu_nodes")
 
 
 def carry_node_views(previous: Snapshot, new: Snapshot) -> None:

@@ -36,6 +36,39 @@ def _share(profile: MigProfile, node: NodeGPUs, vendor: str) -> Fraction | None:
     return Fraction(int(m.group(1)), max(whole, int(m.group(1))))
 
 
+def _smallest_holding(need: Need, nodes: Iterable[NodeGPUs], skip: set[str], wanted: int
+                      ) -> tuple[Fraction, int, str, str] | None:
+    """(share, MiB, profile, node) of the smallest-share profile that holds ``wanted`` MiB, or None."""
+    best: tuple[Fraction, int, str, str] | None = None
+    for n in nodes:
+        if n.vendor != need.vendor:
+            continue
+        for p in n.mig_profiles:
+            room = max(p.capacity, p.labelled_count)
+            if p.name in skip or p.memory_mib <= 0 or room < need.gpus or wanted > need.usable_on(p.memory_mib):
+                continue
+            share = _share(p, n, need.vendor)
+            if share is not None and (best is None or (share, p.memory_mib) < best[:2]):
+                best = (share, p.memory_mib, p.name, n.name)
+    return best
+
+
+def whole_gpu_warnings(need: Need, sliced: Iterable[NodeGPUs]) -> list[str]:
+    """For a pod asking one whole GPU where the cluster has slices by profile: the smallest slice that holds it,
+    and the share of a GPU it would free; [] when none holds it, or the pod is not a one-GPU pod."""
+    if need.mig or need.gpus != 1 or need.per_gpu_mib is None or need.claims or need.extended or need.unit:
+        return []
+    wanted = max(need.per_gpu_mib, need.expected or 0)
+    best = _smallest_holding(need, sliced, set(), wanted)
+    if best is None or best[0] >= 1:
+        return []
+    share, mib, name, node = best
+    return [f"a {'partition' if need.vendor == 'amd' else 'MIG slice'} holds it: {slice_resource(need.vendor, name)} "
+            f"({format_gib(mib)} GiB, {share} of a GPU) on node {node}, for the {format_gib(wanted)} GiB it needs; "
+            f"asking it instead of a whole GPU would free {1 - share} of a GPU per replica "
+            f"({float(1 - share):.2f} GPU-hours an hour)"]
+
+
 def smaller_slice_warnings(need: Need, nodes: Iterable[NodeGPUs]) -> list[str]:
     """For a pod asking slices: the smallest profile in the cluster that holds its estimate (the band's high end),
     when it is a smaller share of a GPU than the smallest one asked; [] otherwise."""

@@ -16,7 +16,7 @@ from ..units.bounds import OverBudget, TooLarge
 from ..units.declaration import DeclarationError
 from ..units.quantity import GIB, QuantityError, parse_size_bytes
 from .demand import Demand, read_demand
-from .placement import Code, Fitting, cluster_verdict, dra_served, fits_ever, for_extended, picked_context
+from .placement import Code, Fitting, Need, cluster_verdict, dra_served, fits_ever, for_extended, picked_context
 from .provisioned import provisioned_nodes
 from .rules import (
     Narrow,
@@ -27,7 +27,7 @@ from .rules import (
 )
 from .scaleup import after_scale_up
 from .slices import spans_hosts
-from .smaller_slice import smaller_slice_warnings
+from .smaller_slice import smaller_slice_warnings, whole_gpu_warnings
 
 
 @dataclass(frozen=True)
@@ -282,13 +282,18 @@ def _judge_view(
         # Only here, on the way to a rejection: can a NodePool add a node that holds it?
         verdict = after_scale_up(demand, verdict, snapshot.scale_up, demand.gpu_resource)
     if not verdict.admit:
-        return _deny(enforcement, str(verdict.code), verdict.message, tuple(warnings), demand, view)
+        message = verdict.message
+        if snapshot.sliced and not demand.mig:  # the rejection path only: a slice by profile may hold it
+            message += "".join(f" {w[0].upper()}{w[1:]}." for w in whole_gpu_warnings(Need.of(demand), snapshot.sliced))
+        return _deny(enforcement, str(verdict.code), message, tuple(warnings), demand, view)
     if verdict.message != "fits":
         warnings.append(verdict.message)
     assert verdict.fitting is not None  # every admitting verdict carries its nodes
     warnings.extend(fp8_compute_warnings(demand, verdict.fitting))
     if demand.mig:  # a pod asking slices: does a smaller profile hold it? (only these pods pay the scan)
         warnings.extend(smaller_slice_warnings(verdict.fitting.need, verdict.fitting.nodes))
+    elif snapshot.sliced:  # a whole GPU where the cluster has slices by profile: does one hold it?
+        warnings.extend(whole_gpu_warnings(verdict.fitting.need, snapshot.sliced))
     if demand.auto_context:
         demand, said = picked_context(demand, verdict.fitting)
         warnings.extend(said)

@@ -183,8 +183,8 @@ def case_of(entry: dict[str, Any]) -> Case | None:
     )
     if slots:
         req = req.but(slots=slots)
-    if engine == "vllm" and config.get("enable_prefix_caching") is False:
-        req = req.but(prefix_caching=False)
+    if engine == "vllm" and isinstance(config.get("enable_prefix_caching"), bool):
+        req = req.but(prefix_caching=config["enable_prefix_caching"])
     if engine == "vllm" and (drafted := vllm_engine.speculative(json.dumps(config.get("speculative_config")), spec)):
         req = req.but(speculative_tokens=drafted[0], draft_attention_layers=drafted[1])
     if engine == "llama.cpp":

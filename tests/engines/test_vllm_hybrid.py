@@ -35,9 +35,10 @@ def test_the_published_qwen36_nvfp4_deployment_on_one_rtx5090_is_admitted(capsys
 def _qwen36_request() -> EstimateRequest:
     spec = CAT.get("qwen3.6-35b-a3b")
     assert spec is not None
+    # The log's non-default args carry 'enable_prefix_caching': True (0.24 leaves it off for hybrids).
     return EstimateRequest(params=spec.params, precision="nvfp4", spec=spec, context=131072, engine="vllm",
                            engine_version=(0, 24, 0), max_num_seqs=1, batched_tokens=8192, kv_cache_dtype="fp8",
-                           gpu_product="NVIDIA GeForce RTX 5090", gpu_mib=32607)
+                           gpu_product="NVIDIA GeForce RTX 5090", gpu_mib=32607, prefix_caching=True)
 
 
 def test_block_geometry_reproduces_the_logged_token_count() -> None:
@@ -75,6 +76,47 @@ def test_group_size_follows_vllm() -> None:
 def test_printed_tokens_before_021_are_blocks_per_group() -> None:
     pool = hybrid.HybridPool(block_size=2096, page_bytes=2146304, group_size=10, attention_groups=1, state_groups=3)
     assert pool.tokens(299 * pool.bytes_per_block, 131072, (0, 13, 0)) == 299 // 4 * 2096
+
+
+def test_printed_tokens_are_derived_from_the_concurrency_from_0201() -> None:
+    # noonghunna/club-3090#91, "Initializing a V1 LLM engine (v0.20.1)": Qwen3.6-27B AutoRound int4, TP 2,
+    # fp8_e5m2 KV, prefix caching, MTP n=3 at 262,144: "GPU KV cache size: 619,479 tokens", "Maximum concurrency
+    # for 262,144 tokens per request: 2.36x". 1600-token blocks, 179 a request: 619,479 = int(423 / 179 × 262144),
+    # not a multiple of 1600 (blocks per group would print 423 // 4 × 1600 = 168,000).
+    spec = CAT.get("Qwen/Qwen3.6-27B")  # Lorbus/Qwen3.6-27B-int4-AutoRound (club-3090 scripts/setup.sh)
+    assert spec is not None
+    req = EstimateRequest(params=spec.params, precision="int4", spec=spec, context=262144, gpus=2, engine="vllm",
+                          engine_version=(0, 20, 1), kv_cache_dtype="fp8_e5m2", speculative_tokens=3,
+                          draft_attention_layers=1, prefix_caching=True)
+    pool = vllm.hybrid_pool(req, spec, tp=2)
+    assert pool is not None and (pool.block_size, pool.blocks_per_request(262144)) == (1600, 179)
+    logged = 423 * pool.bytes_per_block
+    assert pool.tokens(logged, 262144, (0, 20, 1)) == 619479
+    assert round(pool.concurrency(logged, 262144), 2) == 2.36
+    assert pool.tokens(logged, 262144, (0, 20, 0)) == 423 // 4 * 1600
+
+
+def test_hybrids_cache_prefixes_by_default_only_from_028() -> None:
+    # vllm-project/vllm#40691 (vLLM 0.19.0): `vllm serve Qwen3.5-27B --max-model-len 32768 --max-num-seqs 16
+    # --max-num-batched-token 16384`, no prefix-caching flag: "GPU KV cache size: 290,864 tokens", "Maximum
+    # concurrency for 32,768 tokens per request: 33.04x". 784-token blocks in 4 groups: 290,864 = 371 × 784, so
+    # 1484–1487 blocks; 33.04x needs 45 blocks a request (42 attention + 3 × 1 state); with two state blocks a
+    # request takes 48 and 1487 blocks give 30.98x. vllm#50991 (in 0.28.0) made prefix caching the hybrid default.
+    spec = CAT.get("Qwen/Qwen3.5-27B")
+    assert spec is not None
+    req = EstimateRequest(params=spec.params, precision="bf16", spec=spec, context=32768, engine="vllm",
+                          engine_version=(0, 19, 0), max_num_seqs=16, batched_tokens=16384)
+    pool = vllm.hybrid_pool(req, spec, tp=1)
+    assert pool is not None and (pool.block_size, pool.groups, pool.state_blocks) == (784, 4, 1)
+    assert pool.blocks_per_request(32768) == 45
+    logged = 1487 * pool.bytes_per_block
+    assert pool.tokens(logged, 32768, (0, 19, 0)) == 290864
+    assert round(pool.concurrency(logged, 32768), 2) == 33.04
+    flagged = vllm.hybrid_pool(req.but(prefix_caching=True), spec, tp=1)
+    assert flagged is not None and flagged.blocks_per_request(32768) == 48
+    for version, blocks in (((0, 27, 1), 1), ((0, 28, 0), 2)):
+        at = vllm.hybrid_pool(req.but(engine_version=version), spec, tp=1)
+        assert at is not None and at.state_blocks == blocks, version
 
 
 @pytest.mark.parametrize("algo, expected", [("NVFP4", "nvfp4"), ("W4A16_NVFP4", "nvfp4"), ("FP8", "fp8"),
@@ -120,7 +162,7 @@ def test_mtp_speculative_decoding_widens_states_and_adds_the_mtp_attention_layer
     assert drafted == (3, 1)
     req = EstimateRequest(params=spec.params, precision="int4", spec=spec, context=262144, gpus=2, engine="vllm",
                           engine_version=(0, 22, 0), kv_cache_dtype="fp8_e5m2", speculative_tokens=3,
-                          draft_attention_layers=1)
+                          draft_attention_layers=1, prefix_caching=True)
     pool = vllm.hybrid_pool(req, spec, tp=2)
     assert pool is not None
     # 17 attention layers (16 + the MTP layer) and 48 GDN: groups of 17, 3 state groups (51: 3 padding layers);

@@ -17,10 +17,13 @@ DeltaNet / linear-attention layers. vLLM V1 puts both in one block pool of equal
   block holds one page of every layer of a group, so ``num_blocks = pool // (group_size × page)``
   (``get_kv_cache_config_from_groups``).
 - A request takes ``cdiv(max_model_len, block)`` blocks in each attention group and, per state group, one
-  block, or two with prefix caching ("align" mode, ``MambaSpec.max_memory_usage_bytes``; hybrids cache
-  prefixes by default, config/model.py ``is_prefix_caching_supported``). Concurrency is blocks over that
-  sum, and 0.21+ prints ``GPU KV cache size`` as ``int(concurrency × max_model_len)``
-  (v1/core/kv_cache_utils.py ``get_kv_cache_capacity``); 0.9–0.20 printed ``num_blocks // groups × block``.
+  block, or two with prefix caching ("align" mode, ``MambaSpec.max_memory_usage_bytes``). Hybrids cache
+  prefixes by default only from 0.28.0 (vllm-project/vllm#50991, "[Mamba] enable prefix cache by default":
+  before it ``default_prefix_caching = is_prefix_caching_supported and not is_hybrid`` in
+  engine/arg_utils.py); earlier releases keep one state block unless ``--enable-prefix-caching`` is given.
+  Concurrency is blocks over that sum, and 0.20.1+ prints ``GPU KV cache size`` as
+  ``int(concurrency × max_model_len)`` (v1/core/kv_cache_utils.py ``get_kv_cache_capacity``); 0.9–0.20.0
+  printed ``num_blocks // groups × block``.
 """
 
 from __future__ import annotations
@@ -39,8 +42,14 @@ MLA_KERNEL_BLOCK = 128
 # State blocks a request keeps per state group: the running state, and with prefix caching (vLLM's "align"
 # mamba cache mode, the default for hybrids) the last cached one too.
 STATE_BLOCKS_PREFIX_CACHING = 2
-# 0.21.0 derives the printed token count from the concurrency (vllm==0.33.0 kv_cache_utils.py:1120-1128).
-DERIVED_TOKENS_SINCE: Version = (0, 21, 0)
+# The printed token count is derived from the concurrency from 0.20.1 on (vllm==0.33.0 kv_cache_utils.py:1120-1128).
+# Published logs date the change: noonghunna/club-3090#91 (v0.20.1) prints 619,479 tokens for 2.36x at 262,144,
+# int(423 / 179 × 262144), not a multiple of its 1600-token block; vllm-project/vllm#40691 (0.19.0) prints
+# 290,864 = 371 × 784, the blocks-per-group form.
+DERIVED_TOKENS_SINCE: Version = (0, 20, 1)
+# vLLM turns prefix caching on for hybrids by default from 0.28.0 (vllm#50991; vllm-project/vllm-metal#645:
+# "0.28.0 turns prefix caching on by default for hybrid models").
+PREFIX_CACHING_DEFAULT_SINCE: Version = (0, 28, 0)
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,11 @@ class HybridPool:
         if version >= DERIVED_TOKENS_SINCE:
             return int(self.concurrency(pool_bytes, context) * context)
         return self.num_blocks(pool_bytes) // max(self.groups, 1) * self.block_size
+
+
+def prefix_caching_default(version: Version) -> bool:
+    """Whether this vLLM caches a hybrid's prefixes (two state blocks a request) when no flag says."""
+    return version >= PREFIX_CACHING_DEFAULT_SINCE
 
 
 def group_size(attention_layers: int, state_layers: int) -> int:

@@ -100,6 +100,7 @@ SETTINGS: Mapping[str, Setting] = {
     "mla_disable": Setting((), ("VLLM_MLA_DISABLE",)),
     "speculative_config": Setting(("--speculative-config",)),
     "no_prefix_caching": Setting(("--no-enable-prefix-caching",)),
+    "prefix_caching": Setting(("--enable-prefix-caching",)),
 }
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm`) takes vLLM's engine args.
 _MODULES = ("vllm.entrypoints", "dynamo.vllm")
@@ -727,7 +728,10 @@ def hybrid_pool(req: EstimateRequest, spec: ModelSpec | None, tp: int) -> hybrid
     layout, kv_shards = kv_geometry(req, spec, tp)
     pool = hybrid.pool_of(spec, layout.bytes_per_token_layer / kv_shards, tp, max(req.pipeline, 1),
                           req.speculative_tokens, req.draft_attention_layers)
-    if pool is not None and not req.prefix_caching:
+    caching = req.prefix_caching
+    if caching is None:
+        caching = hybrid.prefix_caching_default(req.engine_version or NEWEST)
+    if pool is not None and not caching:
         # Mamba cache mode "none": the running state only (MambaSpec.max_memory_usage_bytes).
         pool = replace(pool, state_blocks=pool.state_blocks - 1)
     return pool
@@ -793,6 +797,8 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
         changes["mla_disabled"] = True
     if s.flag("no_prefix_caching"):
         changes["prefix_caching"] = False
+    elif s.flag("prefix_caching"):
+        changes["prefix_caching"] = True
     drafted = speculative(s.value("speculative_config"), req.spec)
     if drafted is not None:
         changes["speculative_tokens"], changes["draft_attention_layers"] = drafted

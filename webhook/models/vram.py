@@ -139,7 +139,9 @@ class EstimateRequest:
     # drafter adds to the KV pool (a checkpoint's own MTP layers; 0 for a separate draft model or n-gram).
     speculative_tokens: int = 0
     draft_attention_layers: int = 0
-    prefix_caching: bool = True  # vLLM --no-enable-prefix-caching: hybrids keep one state block, not two
+    # vLLM --[no-]enable-prefix-caching: with it a hybrid keeps two state blocks per request, without it one;
+    # None: the version's default (engines/hybrid.py ``prefix_caching_default``).
+    prefix_caching: bool | None = None
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions).

@@ -18,9 +18,9 @@ CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus2026"
 FILES = sorted(CORPUS.glob("[0-9][0-9]-*.yaml"))
 HEADER = ("# source:", "# licence:", "# nodes:")
 
-# Measured 2026-12-04 on this corpus: 34 of 41 files understood (82.9 %). Raise it as files become understood;
+# Measured 2026-12-04 on this corpus: 37 of 44 files understood (84.1 %). Raise it as files become understood;
 # the target is 90 %.
-UNDERSTOOD_AT_LEAST = 34 / 41
+UNDERSTOOD_AT_LEAST = 37 / 44
 
 # Every file without an estimate for some GPU workload, and why (what vramgate prints, and what it would take).
 NOT_UNDERSTOOD: dict[str, str] = {

@@ -234,7 +234,7 @@ def test_kaito_mig_partition_asks_the_profile_on_the_selected_nodes() -> None:
     view = rs.roles[0].view
     c = view.spec["containers"][0]
     assert c["resources"]["limits"] == {"nvidia.com/mig-2g.24gb": "1"}
-    assert c["command"][:3] == ["vllm", "serve", "phi-4-mini-instruct"]
+    assert c["command"][:3] == ["vllm", "serve", "microsoft/phi-4-mini-instruct"]  # the hub id KAITO maps it to
     assert "--max-model-len" in c["command"] and "0.84" in c["command"]
     assert view.spec["nodeSelector"] == {"kaito-inferenceset": "phi-4-mini"} and not view.provisioned
 

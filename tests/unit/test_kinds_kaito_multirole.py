@@ -19,7 +19,8 @@ def test_each_role_is_a_preset_on_its_instance_type(capsys: pytest.CaptureFixtur
     assert rs is not None and [r.name for r in rs.roles] == ["prefill", "decode"]
     for r in rs.roles:
         assert r.view.provisioned == "Standard_NC24ads_A100_v4" and r.view.ref == f"multiroleinference/phi-4 ({r.name})"
-        assert r.view.spec["containers"][0]["command"][:3] == ["vllm", "serve", "phi-4-mini-instruct"]
+        # KAITO runs its legacy preset name as the hub id it maps it to (LegacyBuiltinToCatalog).
+        assert r.view.spec["containers"][0]["command"][:3] == ["vllm", "serve", "microsoft/phi-4-mini-instruct"]
     code = main(["check", "-f", str(PATH), "--nodes", str(NODES / "l4x8.yaml")])
     out = capsys.readouterr().out
     # Judged on the A100 nodes KAITO provisions, not on today's L4s; never rejected.

@@ -63,6 +63,37 @@ def _config_flags(name: Any, ctx: Context, ref: str) -> tuple[list[str], list[st
     return engine_flags(as_dict(as_dict(doc).get("vllm"))), []
 
 
+# KAITO's legacy preset names and the hub ids it runs for them (kaito-project/kaito pkg/utils/plugin:
+# LegacyBuiltinToCatalog, looked up lower-cased by ResolveHFModelID); any other name is a hub id already.
+LEGACY_PRESETS = {
+    "phi-4": "microsoft/phi-4", "phi-4-mini-instruct": "microsoft/phi-4-mini-instruct",
+    "llama-3.1-8b-instruct": "meta-llama/llama-3.1-8b-instruct",
+    "llama-3.3-70b-instruct": "meta-llama/llama-3.3-70b-instruct",
+    "deepseek-r1-distill-llama-8b": "deepseek-ai/deepseek-r1-distill-llama-8b",
+    "deepseek-r1-distill-qwen-14b": "deepseek-ai/deepseek-r1-distill-qwen-14b",
+    "deepseek-r1-0528": "deepseek-ai/deepseek-r1-0528", "deepseek-v3-0324": "deepseek-ai/deepseek-v3-0324",
+    "phi-3-mini-4k-instruct": "microsoft/phi-3-mini-4k-instruct",
+    "phi-3-mini-128k-instruct": "microsoft/phi-3-mini-128k-instruct",
+    "phi-3-medium-4k-instruct": "microsoft/phi-3-medium-4k-instruct",
+    "phi-3-medium-128k-instruct": "microsoft/phi-3-medium-128k-instruct",
+    "phi-3.5-mini-instruct": "microsoft/phi-3.5-mini-instruct",
+    "qwen2.5-coder-7b-instruct": "qwen/qwen2.5-coder-7b-instruct",
+    "qwen2.5-coder-32b-instruct": "qwen/qwen2.5-coder-32b-instruct",
+    "gpt-oss-20b": "openai/gpt-oss-20b", "gpt-oss-120b": "openai/gpt-oss-120b",
+    "gemma-3-4b-instruct": "google/gemma-3-4b-it", "gemma-3-27b-instruct": "google/gemma-3-27b-it",
+    "mistral-7b": "mistralai/mistral-7b-v0.3", "mistral-7b-instruct": "mistralai/mistral-7b-instruct-v0.3",
+    "ministral-3-3b-instruct": "mistralai/ministral-3-3b-instruct-2512",
+    "ministral-3-8b-instruct": "mistralai/ministral-3-8b-instruct-2512",
+    "ministral-3-14b-instruct": "mistralai/ministral-3-14b-instruct-2512",
+    "mistral-large-3-675b-instruct": "mistralai/mistral-large-3-675b-instruct-2512",
+}
+
+
+def hub_id_of_preset(preset: str) -> str:
+    """The hub id KAITO runs for a preset name: its legacy short names mapped, anything else as given."""
+    return LEGACY_PRESETS.get(preset.lower(), preset)
+
+
 def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
     """The inference template as one role; a preset (or tuning) only as a warning."""
     kind = str(obj.get("kind"))
@@ -84,6 +115,8 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         return RoleSet(kind, name, (Role("inference", view, 1, replicas),))
     preset = as_dict(inference.get("preset")).get("name") or as_dict(as_dict(body.get("tuning")).get("preset")).get(
         "name")
+    if isinstance(preset, str):
+        preset = hub_id_of_preset(preset)
     partition = as_dict(resource.get("partition"))
     if isinstance(preset, str) and preset and partition and not instance and not body.get("tuning"):
         selector = as_dict(as_dict(obj.get("spec")).get("labelSelector")) if kind == "InferenceSet" else \

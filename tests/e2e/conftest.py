@@ -15,7 +15,6 @@ logs go to tests/e2e/_artifacts/<component>.log; their tails are attached to fai
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -104,30 +103,13 @@ def gpu_nodes(cluster: ControlPlane) -> Iterator[Callable[..., dict[str, Any]]]:
         cluster.delete_node(n)
 
 
-def _fresh_namespace(cluster: ControlPlane, name: str, timeout: float = 90.0) -> None:
-    """Create ``name``, waiting out a deletion still under way: the previous module deletes it at teardown, a
-    POST then answers 409 while it terminates, and the namespace vanished under the next module's vramgate (its
-    Lease got 404 for a minute: the controller never led, and labelled nothing)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        cluster.request("POST", "/api/v1/namespaces",
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, ok=(201, 409))
-        ns = cluster.request("GET", f"/api/v1/namespaces/{name}", ok=(200, 404))
-        if isinstance(ns, dict) and ns.get("metadata", {}).get("name") == name \
-                and not ns["metadata"].get("deletionTimestamp"):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"namespace {name} still terminating after {timeout:.0f} s")
-        time.sleep(0.5)
-
-
 @contextmanager
 def registered(cluster: ControlPlane, gate: Vramgate, *, extender: bool = True) -> Iterator[Vramgate]:
     """``gate`` started and wired in as the chart wires it (webhooks, PriorityClasses, the scheduler's extender
     when ``extender``); torn down webhooks first, so the cluster never calls a webhook that is gone (the validating
     one fails closed)."""
     try:
-        _fresh_namespace(cluster, NAMESPACE)
+        cluster.fresh_namespace(NAMESPACE)
     except (ApiError, TimeoutError) as exc:
         pytest.fail(f"cannot create namespace {NAMESPACE}: {exc}", pytrace=False)
     gate.apply(gate.priority_classes())

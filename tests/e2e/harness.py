@@ -780,6 +780,22 @@ class ControlPlane:
         except ApiError as e:
             return e.status
 
+    def fresh_namespace(self, name: str, timeout: float = 90.0) -> None:
+        """Create namespace ``name``, waiting out a deletion still under way: a module deletes ``vramgate`` at
+        teardown, a POST then answers 409 while it terminates, and it vanished under the next module (its
+        vramgate's Lease got 404 for a minute, its ServiceAccounts were refused)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.request("POST", "/api/v1/namespaces",
+                         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, ok=(201, 409))
+            ns = self.request("GET", f"/api/v1/namespaces/{name}", ok=(200, 404))
+            meta = ns.get("metadata", {}) if isinstance(ns, dict) else {}
+            if meta.get("name") == name and not meta.get("deletionTimestamp"):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"namespace {name} still terminating after {timeout:.0f} s")
+            time.sleep(0.5)
+
     def kubectl(
         self, *args: str, check: bool = True, input: str | None = None, timeout: float = 60.0
     ) -> subprocess.CompletedProcess[str]:

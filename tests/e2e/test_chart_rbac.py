@@ -69,8 +69,7 @@ def _rbac_for(chart: list[dict[str, Any]], service_account: str, roles: tuple[st
 @pytest.fixture
 def apply_rbac(cluster: ControlPlane) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
     """``kubectl apply`` of RBAC objects; the cluster-scoped ones are deleted afterwards."""
-    cluster.request("POST", "/api/v1/namespaces",
-                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, ok=(201, 409))
+    cluster.fresh_namespace(NAMESPACE)
     made: list[dict[str, Any]] = []
 
     def apply(objects: list[dict[str, Any]]) -> None:
@@ -86,8 +85,13 @@ def apply_rbac(cluster: ControlPlane) -> Iterator[Callable[[list[dict[str, Any]]
 REFUSED = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
 
 
+# Not RBAC: the NamespaceLifecycle admission plugin's 403 for writes into a namespace being deleted (an earlier
+# module's test namespace, whose workloads the audit still lists while it terminates).
+TERMINATING = "because it is being terminated"
+
+
 def _refusals(lines: list[str]) -> list[str]:
-    return [line for line in lines if REFUSED.search(line)]
+    return [line for line in lines if REFUSED.search(line) and TERMINATING not in line]
 
 
 def test_the_controller_does_its_job_on_the_charts_rbac_alone(

@@ -53,8 +53,7 @@ def bind(cluster: ControlPlane, name: str, role: str, namespace: str, sa: str) -
 @pytest.fixture(scope="module")
 def vramgate(cluster: ControlPlane) -> Iterator[Vramgate]:
     """`vramgate serve --role webhook` with the chart's metrics_auth, as the chart's webhook ServiceAccount."""
-    cluster.request("POST", "/api/v1/namespaces",
-                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, ok=(201, 409))
+    cluster.fresh_namespace(NAMESPACE)
     gate = Vramgate(cluster, role="webhook", metrics_auth=True)
     assert gate.config["server"]["metrics_auth"] is True  # the chart's default, kept
     rbac = [o for o in gate.chart if o["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")

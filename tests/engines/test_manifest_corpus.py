@@ -16,8 +16,6 @@ from .corpus import HERE, Reading, expected, readings
 READINGS = readings()
 # Values that live where vramgate does not read (a Python file inside a Ray image, a job submitted later).
 KNOWN_GAPS = {
-    ("13-gke-rayservice-vllm-llama3-8b-l4.yaml", "worker"): "custom Ray Serve app: the engine is built in Python "
-                                                              "from runtime_env env vars",
     ("22-eks-rayservice-custom-vllm-deepseek-r1-distill-8b.yaml", "worker"): "custom Ray Serve app from a "
                                                                               "ConfigMap script",
     ("28-kserve-isvc-multinode-hf-runtime-llama3-8b-pp2.yaml", "predictor"): "the runtime passes the model as "

@@ -543,3 +543,22 @@ def test_runtime_lookup_scopes() -> None:
     assert index.lookup("ServingRuntime", "loose", "b") is file_rt  # a file without namespaces: any
     assert index.lookup("ServingRuntime", "none", "a") is None
     assert [o["metadata"]["name"] for o in index.all("ServingRuntime", "b")] == ["loose", "rt"]
+
+
+def test_a_custom_serve_app_installing_vllm_is_read_from_its_runtime_env() -> None:
+    """A custom Ray Serve app (its own import_path, no llm_configs) that pip-installs vLLM names its model and
+    TP in env_vars, as GKE's published RayService samples do; without vLLM, or with a bare name, nothing is read."""
+    from webhook.kinds.ray import serve_llm_apps
+
+    def apps(pip: list[str], env: dict[str, str]) -> tuple[list[Any], list[str]]:
+        warnings: list[str] = []
+        doc = {"applications": [{"name": "llm", "import_path": "serve:model",
+                                 "runtime_env": {"pip": pip, "env_vars": env}}]}
+        return serve_llm_apps(yaml.safe_dump(doc), warnings), warnings
+
+    found, said = apps(["vllm==0.11.0", "ray==2.40.0"], {"MODEL_ID": "google/gemma-2-9b-it", "TENSOR_PARALLELISM": "2"})
+    assert [(a.model_id, a.gpus, a.args[:3]) for a in found] == [("google/gemma-2-9b-it", 2,
+                                                                   ("vllm", "serve", "google/gemma-2-9b-it"))]
+    assert "runtime_env.env_vars.MODEL_ID" in said[0] and "on 2 GPU(s)" in said[0]
+    assert apps(["torch", "transformers"], {"MODEL_ID": "google/gemma-2-9b-it"}) == ([], [])
+    assert apps(["vllm"], {"MODEL_ID": "gemma"}) == ([], [])  # not a hub id or a path: never guessed

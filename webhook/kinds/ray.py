@@ -57,6 +57,7 @@ class LLMApp:
     gpus: int
     accelerator: str
     shell: str = ""  # a RayJob entrypoint: run as ``/bin/sh -c`` instead of ``args``
+    found_in: str = ""  # where a custom app's model was read (its runtime env), for the warning
 
 
 def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
@@ -203,6 +204,12 @@ def serve_llm_apps(raw: Any, warnings: list[str]) -> list[LLMApp]:
         app = as_dict(app)
         app_env = _env_vars(as_dict(app.get("runtime_env")))
         configs = as_dict(app.get("args")).get("llm_configs")
+        if configs is None and (custom := _custom_app(app, app_env)) is not None:
+            warnings.append(f"serveConfigV2 applications[{i}] ({app.get('import_path') or 'a custom app'}) installs "
+                            f"vLLM: judged as vLLM serving {custom.model_id}, the model its runtime_env names "
+                            f"({custom.found_in}), on {custom.gpus} GPU(s)")
+            out.append(custom)
+            continue
         for j, cfg in enumerate(as_list(configs)):
             if isinstance(cfg, str):
                 warnings.append(f"serveConfigV2 applications[{i}].args.llm_configs[{j}] is a file ({cfg}); "
@@ -213,6 +220,29 @@ def serve_llm_apps(raw: Any, warnings: list[str]) -> list[LLMApp]:
                 if parsed is not None:
                     out.append(parsed)
     return out
+
+
+# A custom Serve app (its own import_path, no llm_configs) that installs vLLM names its model and parallelism in
+# its runtime env by convention (GoogleCloudPlatform/kubernetes-engine-samples ai-ml/gke-ray/rayserve/llm: serve.py
+# reads MODEL_ID and TENSOR_PARALLELISM). Only these names, and only a hub id or a path, are taken.
+_MODEL_VARS = ("MODEL_ID", "HF_MODEL_ID", "MODEL_NAME")
+_TP_VARS = ("TENSOR_PARALLELISM", "TENSOR_PARALLEL_SIZE", "TP_SIZE")
+_VLLM_PIP = re.compile(r"^vllm(?:\[[^]]*])?(?:\s*[=<>!~].*)?$", re.IGNORECASE)
+
+
+def _custom_app(app: dict[str, Any], env: dict[str, str]) -> LLMApp | None:
+    runtime_env = as_dict(app.get("runtime_env"))
+    pip = runtime_env.get("pip")
+    packages = as_list(as_dict(pip).get("packages")) if isinstance(pip, dict) else as_list(pip)
+    if not any(isinstance(p, str) and _VLLM_PIP.match(p.strip()) for p in packages):
+        return None
+    found = next(((k, env[k]) for k in _MODEL_VARS if env.get(k, "").strip()), None)
+    if found is None or not re.match(r"^[\w./-]+$", found[1].strip()) or "/" not in found[1]:
+        return None
+    model = found[1].strip()
+    tp = next((int(env[k]) for k in _TP_VARS if env.get(k, "").isdigit() and int(env[k]) > 0), 1)
+    args = ("vllm", "serve", model, "--tensor-parallel-size", str(tp))
+    return LLMApp(model, args, tuple(env.items()), tp, "", found_in=f"runtime_env.env_vars.{found[0]}")
 
 
 def _env_vars(runtime_env: dict[str, Any]) -> dict[str, str]:

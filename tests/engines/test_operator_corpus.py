@@ -34,7 +34,6 @@ UNSIZED = {
     "50-kserve-isvc-fluid-pvc-llama31-8b-custom-hf-runtime.yaml": "pvc://s3-data/llama-31-8b-instruct: '31' is "
                                                                   "not read as 3.1 (a name is never guessed)",
     "52-kserve-isvc-torchserve-bloom-560m-pvc.yaml": "a TorchServe model archive on a PVC named model-cache",
-    "55-kuberay-rayservice-vllm-llama3-8b-tp2.yaml": "a custom Ray Serve app: MODEL_ID in its runtime_env",
     "60-gke-rayservice-llama2-70b-nf4-runtime-env-l4.yaml": "a custom Ray Serve app (NF4 via bitsandbytes in "
                                                             "Python): MODEL_ID in its runtime_env",
     "61-gke-rayservice-model-multiplexing-gemma7b-llama3-8b-l4.yaml": "a custom Ray Serve app serving two models",

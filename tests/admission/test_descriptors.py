@@ -8,7 +8,6 @@ import resource
 import select
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,16 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import EXAMPLES
-from .test_server import VRAMGATE, free_port, wait_ready
+from .test_server import serving_with_descriptors
 from .tlsutil import client_context, request
 
 NOFILE = 1024
 WINDOW_S = 30.0
-
-
-def _limit_descriptors() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
 
 
 @pytest.fixture
@@ -35,20 +29,10 @@ def served(tmp_path: Path) -> Iterator[tuple[int, Path]]:
         pytest.fail(f"the attack needs ~4,000 client sockets; this machine's hard limit is {hard}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 20000) if hard != resource.RLIM_INFINITY else 20000,
                                                 hard))
-    config = tmp_path / "config.yaml"
-    config.write_text("server:\n  shutdown_delay_seconds: 0\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_limit_descriptors,
-    )
     try:
-        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
-        yield port, tmp_path / "certs" / "ca.crt"
+        with serving_with_descriptors(tmp_path, NOFILE, "shutdown_delay_seconds: 0") as running:
+            yield running
     finally:
-        proc.kill()
-        proc.wait(timeout=10)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 

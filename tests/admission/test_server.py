@@ -72,6 +72,31 @@ def running_serve(tmp_path: Path, server_config: str = "", *, pipes: bool = Fals
         proc.wait(timeout=10)
 
 
+@contextlib.contextmanager
+def serving_with_descriptors(tmp_path: Path, nofile: int, server_config: str) -> Iterator[tuple[int, Path]]:
+    """``vramgate serve --dev`` on the example cluster with ``server:`` settings and a soft and hard descriptor
+    limit of ``nofile`` (a small container's, scaled); yields its port and the CA to trust."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    config = tmp_path / "config.yaml"
+    config.write_text("server:\n" + "".join(f"  {line}\n" for line in server_config.splitlines()))
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
+         "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=limit,
+    )
+    try:
+        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
+        yield port, tmp_path / "certs" / "ca.crt"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
     with running_serve(tmp_path, "shutdown_delay_seconds: 1.5\ntls_reload_interval_seconds: 0.2", pipes=True) as (

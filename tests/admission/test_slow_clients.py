@@ -3,7 +3,6 @@ deadline, connections beyond the bound are refused at once, and fresh connection
 
 from __future__ import annotations
 
-import resource
 import socket
 import ssl
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .helpers import EXAMPLES
-from .test_server import VRAMGATE, free_port, wait_ready
+from .test_server import VRAMGATE, free_port, serving_with_descriptors, wait_ready
 from .tlsutil import client_context, request
 
 NOFILE = 256  # a small container's soft limit, scaled down
@@ -23,26 +22,11 @@ DEADLINE = 2.0
 SLOW_PEER = "127.0.0.2"  # the slow clients' address; fresh requests come from 127.0.0.1
 
 
-def _limit_descriptors() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
-
-
 @pytest.fixture
 def limited(tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    config = tmp_path / "config.yaml"
-    config.write_text(f"server:\n  read_deadline_seconds: {DEADLINE}\n  shutdown_delay_seconds: 0\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(VRAMGATE), "serve", "--config", str(config), "--dev", "--nodes", str(EXAMPLES / "cluster.yaml"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_limit_descriptors,
-    )
-    try:
-        wait_ready(port, tmp_path / "certs" / "ca.crt", proc)
-        yield port, tmp_path / "certs" / "ca.crt"
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    with serving_with_descriptors(tmp_path, NOFILE, f"read_deadline_seconds: {DEADLINE}\nshutdown_delay_seconds: 0"
+                                  ) as running:
+        yield running
 
 
 def _slow(port: int, ctx: ssl.SSLContext, i: int) -> ssl.SSLSocket | None:

@@ -562,3 +562,28 @@ def test_a_custom_serve_app_installing_vllm_is_read_from_its_runtime_env() -> No
     assert "runtime_env.env_vars.MODEL_ID" in said[0] and "on 2 GPU(s)" in said[0]
     assert apps(["torch", "transformers"], {"MODEL_ID": "google/gemma-2-9b-it"}) == ([], [])
     assert apps(["vllm"], {"MODEL_ID": "gemma"}) == ([], [])  # not a hub id or a path: never guessed
+
+
+def test_a_local_checkpoint_is_sized_by_the_model_its_pod_names_and_never_by_a_bare_alias() -> None:
+    """A post-trained local checkpoint is sized as the catalog model its pod label ai.gke.io/model or its served
+    hub id (NIM_SERVED_MODEL_NAME, --served-model-name) names, with a warning; a bare alias is not taken."""
+    from webhook.config import Config
+    from webhook.decide.demand import read_demand
+    from webhook.kinds import pod_view
+    from webhook.models.catalog import builtin_catalog
+
+    def demand(args: list[str], labels: dict[str, str] | None = None) -> Any:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels or {}},
+               "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                                        "command": ["vllm", "serve", *args],
+                                        "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+        view = pod_view(pod)
+        assert view is not None
+        return read_demand(view, Config(), builtin_catalog())
+
+    by_label = demand(["/data/ckpt"], {"ai.gke.io/model": "gemma-3-27b-it"})
+    assert by_label.estimate is not None and any("pod label ai.gke.io/model" in w for w in by_label.warnings)
+    served = demand(["/data/ckpt", "--served-model-name", "google/gemma-3-27b-it"])
+    assert served.estimate is not None and any("--served-model-name" in w for w in served.warnings)
+    alias = demand(["/data/ckpt", "--served-model-name", "chat"])
+    assert alias.estimate is None and not any("local checkpoint" in w for w in alias.warnings)

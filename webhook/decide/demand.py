@@ -292,6 +292,29 @@ def _annotation(annotations: dict[str, str], key: str) -> Found | None:
     return None
 
 
+# GKE's samples label a serving pod with the model it runs (ai.gke.io/model: gemma-3-27b-it), also when the
+# engine loads a local checkpoint of it.
+GKE_MODEL_LABEL = "ai.gke.io/model"
+
+
+def _label(meta: dict[str, Any], key: str) -> str | None:
+    labels = meta.get("labels")
+    value = labels.get(key) if isinstance(labels, dict) else None
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+_SERVED_FLAG = re.compile(r"--served[-_]model[-_]name[=\s]+['\"]?([\w.-]+/[\w.-]+)")
+
+
+def _served_name(main: ContainerReading) -> tuple[str, str] | None:
+    """A hub id (org/name) the container serves its model as, and where it says so; None for a bare alias."""
+    value = main.env.get("NIM_SERVED_MODEL_NAME", "").strip()
+    if re.match(r"^[\w.-]+/[\w.-]+$", value):
+        return value, "env NIM_SERVED_MODEL_NAME"
+    found = _SERVED_FLAG.search(main.command_text)
+    return (found.group(1), "--served-model-name") if found else None
+
+
 def _first(*candidates: Found | None) -> Found | None:
     return next((c for c in candidates if c is not None), None)
 
@@ -607,6 +630,20 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
             model_found = Found(model, "the model an init container downloads")
     if stored is not None:
         ident, spec = stored.identity, stored.identity.spec
+    if spec is None and model_found is not None and params_found is None and is_location(model_found.value):
+        # A local checkpoint (a post-trained copy) whose pod labels name the model it was made from, as GKE's
+        # published samples do: sized as that model, said in a warning. Only a label naming a catalog entry.
+        # Else the name it is served under, where that is a hub id the catalog knows (NIM_SERVED_MODEL_NAME,
+        # --served-model-name beside a path): a bare alias ("chat") names nothing and is never taken.
+        named, where = _label(view.meta, GKE_MODEL_LABEL), f"pod label {GKE_MODEL_LABEL}"
+        if named is None and (served := _served_name(main)) is not None:
+            named, where = served
+        hinted = identify(catalog, named, engine) if named else None
+        if hinted is not None and hinted.spec is not None:
+            ident, spec = hinted, hinted.spec
+            warnings.append(f"model {model_found.value} is a local checkpoint: sized as {spec.name}, the model its "
+                            f"{where} names (set {d.A_MODEL} to say it outright)")
+            model_found = Found(model_found.value, f"{model_found.source}, sized by {where}")
     if model_found:
         via = _via_env(main, model_found)
         hop = f" → {stored.where}" if stored else ""

@@ -1,4 +1,5 @@
-"""Admission rules beyond "does it fit": node selectors, GPU-less pods on GPU nodes, CUDA_VISIBLE_DEVICES.
+"""Admission rules beyond "does it fit": node selectors, GPU-less pods on GPU nodes, CUDA_VISIBLE_DEVICES, slices
+that span hosts.
 
 Pure functions of a pod view, its demand and the inventory snapshot, called from
 ``verdict.judge`` so that ``vramgate check`` and ``/validate`` always agree.
@@ -10,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster.accelerators import NVIDIA, lacks_fp8
+from ..cluster.accelerators import NVIDIA, lacks_fp8, topology_chips, vendor_named
 from ..cluster.inventory import NodeGPUs
 from ..cluster.snapshot import Snapshot
 from ..cluster.usage import container_gpus
@@ -19,6 +20,7 @@ from ..kinds import PodView, as_list
 from .demand import Demand
 from .placement import Fitting, fit
 from .selectors import describe_constraints, has_node_constraints, selects
+from .slices import asked_topologies
 
 # Kinds whose pods are node agents (device plugin, DCGM exporter): they belong on GPU nodes without a GPU.
 NODE_AGENT_KINDS = frozenset({"DaemonSet"})
@@ -165,3 +167,38 @@ def fp8_compute_warnings(demand: Demand, fitting: Iterable[NodeGPUs]) -> list[st
     return [f"{demand.view.ref}: FP8 weights, and it may land on {', '.join(lacking[:3])}, {which} no FP8 compute "
             "(vLLM on ROCm supports FP8 on MI300-class and newer only, with no weight-only fallback): it may not "
             "load there. Pin it to MI300-class nodes, or use a bf16 or int4 checkpoint"]
+
+
+def spans_hosts(demand: Demand, nodes: Iterable[NodeGPUs]) -> str | None:
+    """Why ``demand``'s need per chip may be held with other hosts of its slice, or None where its slice is one host.
+
+    A TPU pod asks the chips of its own host (``google.com/tpu: 4``), but a model served on a multi-host slice
+    (``4x4``: 16 chips over 4 hosts) is sharded over all of them, so a per-chip need priced on the pod's own chips
+    may be 4 times too high. The pod's slice is one host when the topology it selects has no more chips than it
+    asks, or, where it selects none, when every node of its vendor is a one-host slice.
+    """
+    vendor = vendor_named(demand.vendor)
+    if vendor is None or not vendor.topology_labels:
+        return None
+    asked = asked_topologies(demand.view.spec, demand.view.annotations, vendor.topology_labels)
+    # The chips the estimate already spreads the model over (the pods of its group: an LWS, or the hosts of the
+    # slice it selects, read in demand), unless the engine's flags priced it over fewer.
+    held = demand.estimate.request.gpus if demand.estimate is not None else demand.gpus * max(demand.group_size, 1)
+    if asked:
+        wide = [t for t in asked if topology_chips(t) == 0 or topology_chips(t) > held]
+        if not wide:
+            return None
+        t = wide[0]
+        chips = topology_chips(t)
+        if not chips:
+            return f"its slice topology {t} is not one vramgate reads; the model may span other hosts' chips"
+        return (f"its slice topology {t} has {chips} chips and the pod asks {demand.gpus}: the model may be "
+                f"sharded over {-(-chips // max(demand.gpus, 1))} hosts, which one host's chips cannot show")
+    own = [n for n in nodes if n.vendor == demand.vendor and n.is_gpu_node]
+    multi = [n for n in own if not n.topology or topology_chips(n.topology) != max(n.capacity, n.labelled_count)]
+    if not multi:
+        return None
+    n = multi[0]
+    where = f"node {n.name} is in a {n.topology} slice" if n.topology else f"node {n.name} says no slice topology"
+    return (f"the pod selects no slice topology ({', '.join(vendor.topology_labels)}) and {where}; the model may "
+            "span other hosts' chips")

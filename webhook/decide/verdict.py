@@ -24,9 +24,9 @@ from .rules import (
     fp8_compute_warnings,
     narrow_selector,
     non_gpu_on_gpu_nodes,
+    spans_hosts,
 )
 from .scaleup import after_scale_up
-from .slices import spans_hosts
 from .smaller_slice import smaller_slice_warnings, whole_gpu_warnings
 
 

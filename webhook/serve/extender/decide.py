@@ -22,7 +22,7 @@ from ...cluster.snapshot import ClassTable, Snapshot
 from ...config import Config, PlacementMode
 from ...decide.demand import read_demand
 from ...decide.placement import Code, Need, fit, score
-from ...decide.slices import spans_hosts
+from ...decide.rules import spans_hosts
 from ...kinds import WorkloadError, pod_view
 from ...metrics import Metrics
 from ...models.catalog import Catalog

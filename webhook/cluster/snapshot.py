@@ -194,6 +194,10 @@ class InventorySource(Protocol):
         """Seconds since the API server last said anything; None for a fixed inventory (never stale)."""
         ...
 
+    def unanswered(self) -> float | None:
+        """Seconds the API server has not answered the inventory's probes, once seen frozen; None otherwise."""
+        ...
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
@@ -209,6 +213,9 @@ class FixedInventory:
         return self._snapshot
 
     def staleness(self) -> float | None:
+        return None
+
+    def unanswered(self) -> float | None:
         return None
 
     async def start(self) -> None:

@@ -308,11 +308,12 @@ _SERVED_FLAG = re.compile(r"--served[-_]model[-_]name[=\s]+['\"]?([\w.-]+/[\w.-]
 
 def _served_name(main: ContainerReading) -> tuple[str, str] | None:
     """A hub id (org/name) the container serves its model as, and where it says so; None for a bare alias."""
-    value = main.env.get("NIM_SERVED_MODEL_NAME", "").strip()
-    if re.match(r"^[\w.-]+/[\w.-]+$", value):
-        return value, "env NIM_SERVED_MODEL_NAME"
+    served = repo_id(main.env.get("NIM_SERVED_MODEL_NAME", ""))
+    if served is not None:
+        return served, "env NIM_SERVED_MODEL_NAME"
     found = _SERVED_FLAG.search(main.command_text)
-    return (found.group(1), "--served-model-name") if found else None
+    served = repo_id(found.group(1)) if found else None
+    return (served, "--served-model-name") if served else None
 
 
 def _first(*candidates: Found | None) -> Found | None:

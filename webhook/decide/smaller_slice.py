@@ -76,21 +76,11 @@ def smaller_slice_warnings(need: Need, nodes: Iterable[NodeGPUs]) -> list[str]:
         return []
     wanted = max(need.per_gpu_mib, need.expected or 0)
     asked = {name for name, _ in need.mig}
-    asked_share: Fraction | None = None
-    best: tuple[Fraction, int, str, str] | None = None
-    for n in nodes:
-        for p in n.mig_profiles:
-            share = _share(p, n, need.vendor)
-            if share is None:
-                continue
-            if p.name in asked:
-                asked_share = share if asked_share is None else min(asked_share, share)
-                continue
-            room = max(p.capacity, p.labelled_count)
-            if p.memory_mib <= 0 or room < need.gpus or wanted > need.usable_on(p.memory_mib):
-                continue
-            if best is None or (share, p.memory_mib) < best[:2]:
-                best = (share, p.memory_mib, p.name, n.name)
+    nodes = list(nodes)
+    shares = [share for n in nodes for p in n.mig_profiles if p.name in asked
+              and (share := _share(p, n, need.vendor)) is not None]
+    asked_share = min(shares, default=None)
+    best = _smallest_holding(need, nodes, asked, wanted)
     if best is None or asked_share is None or best[0] >= asked_share:
         return []
     share, mib, name, node = best

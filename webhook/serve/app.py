@@ -42,7 +42,7 @@ def create_app(state: AppState, surface: Surface = "all") -> App:
             return _json({"status": "shutting down"}, 503)
         if not state.inventory.snapshot().synced:
             return _json({"status": "inventory not synced"}, 503)
-        frozen = _unanswered(state)
+        frozen = state.inventory.unanswered()
         if frozen is not None:
             # Still ready: every replica watches the same API server, so a 503 here would take them all out of
             # the Service at once and turn the freeze into failed webhook calls; the last snapshot still answers.
@@ -75,7 +75,7 @@ def _ops_routes(app: App, state: AppState) -> None:
         nodes = [{**node_record(n, snap.free_gpus(n.name)), **extended_record(n, snap.dra)}
                  for n in sorted(snap.gpu_nodes(), key=lambda n: n.name)]
         stale = state.inventory.staleness()
-        frozen = _unanswered(state)
+        frozen = state.inventory.unanswered()
         return _json({"synced": snap.synced, "revision": snap.revision,
                       "staleness_seconds": None if stale is None else round(stale, 1),
                       "api_unanswered_seconds": None if frozen is None else round(frozen, 1), "nodes": nodes})
@@ -104,8 +104,3 @@ def _ops_routes(app: App, state: AppState) -> None:
         return HTMLResponse(page, headers={"Cache-Control": "no-store",
                                            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
                                            "form-action 'self'"})
-
-def _unanswered(state: AppState) -> float | None:
-    """Seconds the live inventory's API server has not answered its probes (None: answering, or a file)."""
-    unanswered = getattr(state.inventory, "unanswered", None)
-    return unanswered() if callable(unanswered) else None

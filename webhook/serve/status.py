@@ -49,8 +49,7 @@ def _heard(state: AppState) -> str:
     if stale is None:
         return ""
     text = f"last heard from the API server {stale:.0f} s ago"
-    unanswered = getattr(state.inventory, "unanswered", None)
-    frozen = unanswered() if callable(unanswered) else None
+    frozen = state.inventory.unanswered()
     if frozen is not None:
         text = (f"<span class=degraded id=stale>{text}; it has not answered for {frozen:.0f} s: verdicts use "
                 "the nodes as they were then</span>")

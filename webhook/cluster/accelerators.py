@@ -10,11 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from ..units.data import packaged_yaml
 from .mig import MigProfile
 
 NVIDIA = "nvidia"
@@ -106,11 +104,15 @@ class VendorGPUs:
     partitions: tuple[MigProfile, ...] = ()  # AMD partitions advertised one resource per mode (mixed naming)
 
 
+def _table() -> dict[str, Any]:
+    """webhook/data/accelerators.yaml, parsed once per content (the CLI pays start-up on every run)."""
+    return packaged_yaml("accelerators.yaml") or {}
+
+
 @cache
 def vendors() -> tuple[Vendor, ...]:
-    text = resources.files("webhook").joinpath("data/accelerators.yaml").read_text(encoding="utf-8")
     out = []
-    for name, row in (yaml.safe_load(text) or {}).items():
+    for name, row in _table().items():
         rows = row.get("products") or {}
         products = sorted(((str(k).upper(), int(float(v["gib"]) * 1024), str(v.get("source", "")))
                            for k, v in rows.items()), key=lambda p: -len(p[0]))
@@ -416,9 +418,8 @@ class DraDriver:
 @cache
 def dra_driver_rows() -> dict[str, DraDriver]:
     """The vendors' DRA drivers by driver name (the ``dra:`` rows of webhook/data/accelerators.yaml)."""
-    text = resources.files("webhook").joinpath("data/accelerators.yaml").read_text(encoding="utf-8")
     out = {}
-    for name, row in (yaml.safe_load(text) or {}).items():
+    for name, row in _table().items():
         dra = row.get("dra") if isinstance(row, dict) else None
         if isinstance(dra, dict) and isinstance(dra.get("driver"), str):
             out[dra["driver"]] = DraDriver(str(name), dra["driver"], tuple(dra.get("full_types") or ()),

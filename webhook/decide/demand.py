@@ -51,7 +51,14 @@ from ..units.cuda import CudaVersion, cuda_from_image, parse_cuda
 from ..units.declaration import DeclarationError
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import PRECISIONS, canonical, is_kv_dtype
-from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
+from ..units.quantity import (
+    QuantityError,
+    parse_count,
+    parse_fraction,
+    parse_positive_int,
+    parse_size_mib,
+)
+from .shares import Share, mib_amount
 from .slices import slice_pods
 from .storage import downloaded_model, is_location, mounted_file, stored_model
 
@@ -109,6 +116,9 @@ class Demand:
     # The vendor's finer resource the pod asks instead of devices (aws.amazon.com/neuroncore): ``gpus`` then counts
     # cores, judged on each node's cores at a core's share of its device's memory. "" for devices.
     unit: str = ""
+    # The share of each GPU the pod states to a GPU-sharing system (HAMi, Volcano vGPU, KAI): then ``estimate`` is
+    # its model's on whole GPUs and the share places it (decide/shares.py).
+    share: Share | None = None
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -277,11 +287,8 @@ def _gpu_memory_resource(view: PodView, names: list[str]) -> tuple[int, dict[str
                 continue
             for name in names:
                 if name in amounts:
-                    try:
-                        return max(int(str(amounts[name])), 0), c, name
-                    except ValueError:
-                        raise DeclarationError(f"container {c.get('name', '?')} {section}[{name}]",
-                                               str(amounts[name]), "use a whole number of MiB") from None
+                    # In canonical form from kube-apiserver: 8000 arrives as "8k".
+                    return mib_amount(amounts[name], f"container {c.get('name', '?')} {section}[{name}]"), c, name
     return None
 
 

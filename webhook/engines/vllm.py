@@ -28,6 +28,8 @@ from .engine import ContextRead, Engine, IntSetting, ParallelRead
 from .grammar import AUTO, VLLM_AUTO_SINCE, vllm_max_model_len
 from .layers import KVLayout, layout_of
 from .parallel import Layout, spanning_layouts, vllm_layout
+from .startup import line
+from .startup import read as read_log
 
 NAME = "vllm"
 IMAGE_REPOS = ("vllm",)
@@ -862,6 +864,38 @@ def _read_context(text: str, version: Version | None) -> ContextRead:
     return ContextRead(BLOCK, auto=True, note=note)
 
 
+
+# Start-up lines (vllm/v1/worker/gpu_model_runner.py, gpu_worker.py, core/kv_cache_utils.py; V0's worker.py and
+# model_runner.py before them). "GB" in "Model loading took" (before 0.8) is the same bytes / 2^30 as "GiB".
+LOG_LINES = (
+    line("weights_gib", r"Model loading took {N} Gi?B"),
+    line("weights_gib", r"Loading model weights took {N} GB"),
+    line("weights_gib", r"model weights take\s*{N}\s*GiB"),
+    line("kv_cache_gib", r"Available KV cache memory: {N} GiB"),
+    line("kv_cache_gib", r"reserved for KV Cache is {N}\s*GiB"),
+    line("kv_cache_gib", r"available_kv_cache_memory\s+{N}\s*GiB"),
+    line("kv_cache_gib", r"kv_cache_size={N}GiB", least=True),  # 0.6: one line per worker
+    line("kv_cache_gib", r"larger than the available KV cache memory \({N} GiB\)"),
+    line("kv_cache_tokens", r"GPU KV cache size: {N} tokens"),
+    line("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: {N}x"),
+    # 0.10-0.26: "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and
+    # G GiB for CUDAGraph memory" (the CUDA graph profiling hint).
+    line("cuda_graph_gib", r"{N} GiB for CUDAGraph memory"),
+    line("cuda_graph_gib", r"Graph capturing finished in [\d.]+ secs?, took {N} GiB"),
+    line("cuda_graph_gib", r"Estimated CUDA graph memory: {N} GiB total"),
+    line("non_torch_gib", r"non_torch_memory(?: takes|=|\s+)\s*{N}\s*GiB"),
+    line("non_torch_gib", r"{N} GiB for non-torch memory"),
+    line("activation_peak_gib", r"activation peak memory(?: takes)?\s+{N}\s*GiB"),
+    line("activation_peak_gib", r"{N} GiB for peak activation"),
+    line("gpu_blocks", r"# (?:GPU|CUDA|cuda|gpu) blocks: {N}"),
+)
+
+
+def parse_log(text: str) -> dict[str, float]:
+    """vLLM's start-up figures in ``text`` (engines/startup.py)."""
+    return read_log(text, LOG_LINES)
+
+
 ENGINE = Engine(
     name=NAME, read_context=_read_context, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
     suggestions={"context": "--max-model-len {n}", "tp": "--tensor-parallel-size {n}",
@@ -869,6 +903,7 @@ ENGINE = Engine(
                  "fp8": "--quantization fp8 (quantized at load)"},
     tensor_parallel=True, one_gpu_unless="--tensor-parallel-size", tunes_utilization=True,
     config_utilization=True, default_utilization=lambda version, tp: default_utilization(version),
+    parse_log=parse_log,
     layout=_layout, layout_extras=_layout_extras,
     spanning=lambda moe, heads, per_node, pods: spanning_layouts(NAME, moe, heads, per_node, pods),
     request_changes=_request_changes, kv_pool=kv_pool, give_gpus=_give_gpus,

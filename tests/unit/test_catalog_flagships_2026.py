@@ -212,3 +212,64 @@ def test_the_fixtures_naming_them_are_admitted_with_a_catalog_estimate(
     assert main(["check", "-f", str(FIXTURES / fixture), "--nodes", str(FIXTURES / nodes)]) == 0
     out = capsys.readouterr().out
     assert "not in the catalog" not in out and "no VRAM estimate" not in out
+
+
+# ---------------------------------------------------------------------------------------------
+# `vramgate models import` reads the same fields from the configs.
+
+
+def _gemma4_config(**text: object) -> dict[str, object]:
+    """A Gemma4ForConditionalGeneration config.json with configuration_gemma4.py's defaults filled in."""
+    base: dict[str, object] = {"model_type": "gemma4_text", "vocab_size": 262144, "head_dim": 256,
+                               "global_head_dim": 512, "max_position_embeddings": 131072, "sliding_window": 512,
+                               "tie_word_embeddings": True, "num_attention_heads": 8}
+    return {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+            "text_config": {**base, **text}}
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    # convert_gemma4_weights.py _VARIANTS (transformers@0f3f0632), the text configs it writes.
+    ("gemma-4-e2b-it", {"hidden_size": 1536, "intermediate_size": 6144, "num_hidden_layers": 35,
+                        "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+                        "num_key_value_heads": 1, "num_kv_shared_layers": 20}),
+    ("gemma-4-26b-a4b-it", {"hidden_size": 2816, "intermediate_size": 2112, "num_hidden_layers": 30,
+                            "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5,
+                            "num_attention_heads": 16, "num_key_value_heads": 8, "num_global_key_value_heads": 2,
+                            "attention_k_eq_v": True, "enable_moe_block": True, "num_experts": 128,
+                            "moe_intermediate_size": 704, "top_k_experts": 8, "sliding_window": 1024,
+                            "max_position_embeddings": 262144}),
+    ("gemma-4-31b-it", {"hidden_size": 5376, "intermediate_size": 21504, "num_hidden_layers": 60,
+                        "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 10,
+                        "num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4,
+                        "attention_k_eq_v": True, "sliding_window": 1024, "max_position_embeddings": 262144}),
+])
+def test_import_reads_gemma4_geometry(name: str, text: dict[str, object]) -> None:
+    from webhook.models.catalog import entry_from_hf_config, spec_from_mapping
+
+    imported = spec_from_mapping(entry_from_hf_config(_gemma4_config(**text), name=name))
+    spec = CAT.get(name)
+    assert spec is not None
+    for field in ("global_head_dim", "global_kv_heads", "kv_layers", "sliding_window", "sliding_window_layers",
+                  "experts", "experts_per_token", "shared_experts", "shared_expert_intermediate_size", "context"):
+        assert getattr(imported, field) == getattr(spec, field), field
+    assert imported.kv_elements_for(imported.context) == spec.kv_elements_for(spec.context)
+
+
+def test_import_reads_nemotron_nas_block_configs() -> None:
+    from webhook.models.catalog import entry_from_hf_config, spec_from_mapping
+
+    blocks = [{"attention": {"no_op": group is None, "n_heads_in_group": group},
+               "ffn": {"no_op": mult is None, "ffn_mult": mult}}
+              for group, mult, count in ULTRA_BLOCKS for _ in range(count)]
+    config = {"architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas", "hidden_size": 16384,
+              "num_hidden_layers": 162, "num_attention_heads": 128, "num_key_value_heads": None,
+              "intermediate_size": None, "vocab_size": 128256, "max_position_embeddings": 131072,
+              "rope_scaling": {"rope_type": "llama3", "factor": 16.0}, "tie_word_embeddings": False,
+              "block_configs": blocks}
+    imported = spec_from_mapping(entry_from_hf_config(config, name="nvidia/Llama-3_1-Nemotron-Ultra-253B-v1"))
+    spec = CAT.get("llama-3.1-nemotron-ultra-253b-v1")
+    assert spec is not None
+    for field in ("kv_heads", "attention_layers", "kv_layers", "mlp_layers", "mlp_width_total", "intermediate_size",
+                  "context"):
+        assert getattr(imported, field) == getattr(spec, field), field
+    assert computed_params(imported) == pytest.approx(spec.params, rel=0.001)

@@ -820,6 +820,39 @@ def hybrid_fields(text: Mapping[str, Any], layers: int, hidden: int) -> dict[str
     return out
 
 
+def _gemma4_fields(text: Mapping[str, Any], head_dim: int) -> dict[str, Any]:
+    """Gemma 4's full-attention geometry: ``global_head_dim``, and ``num_global_key_value_heads`` where
+    ``attention_k_eq_v`` (vllm gemma4.py Gemma4DecoderLayer uses the global heads only then)."""
+    out: dict[str, Any] = {}
+    if _int(text.get("global_head_dim")) and _int(text.get("global_head_dim")) != head_dim:
+        out["global_head_dim"] = _int(text["global_head_dim"])
+    if text.get("attention_k_eq_v") and _int(text.get("num_global_key_value_heads")):
+        out["global_kv_heads"] = _int(text["num_global_key_value_heads"])
+    return out
+
+
+def _nas_fields(text: Mapping[str, Any], hidden: int, heads: int, layers: int) -> dict[str, Any]:
+    """A DeciLM / Nemotron-NAS ``block_configs``: which blocks attend (and with how many KV heads) and how wide each
+    MLP is, as vllm nemotron_nas.py builds them (``_ffn_mult_to_intermediate_size``: int(2·mult·hidden/3) rounded up
+    to 256); {} for other configs."""
+    blocks = text.get("block_configs")
+    if not isinstance(blocks, list) or not blocks:
+        return {}
+    attention = [b.get("attention") or {} for b in blocks if isinstance(b, Mapping)]
+    ffns = [b.get("ffn") or {} for b in blocks if isinstance(b, Mapping)]
+    groups = [_int(a.get("n_heads_in_group")) for a in attention if not a.get("no_op")]
+    widths = [-(-int(2 * float(f["ffn_mult"]) * hidden / 3) // 256) * 256 for f in ffns
+              if not f.get("no_op") and f.get("ffn_mult")]
+    out: dict[str, Any] = {"attention_layers": len(groups), "kv_layers": len(groups)}
+    if groups and min(groups) > 0:
+        out["kv_heads"] = heads // min(groups)
+    if widths:
+        out.update(intermediate_size=max(widths), mlp_width_total=sum(widths))
+        if len(widths) < layers:
+            out["mlp_layers"] = len(widths)
+    return out
+
+
 def _native_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     quant = config.get("quantization_config") or text.get("quantization_config")
     if isinstance(quant, Mapping):
@@ -896,7 +929,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     experts = _first(text, "num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
     if experts:
         entry["experts"] = int(experts)
-        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k") or 1)
+        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k", "top_k_experts")
+                                         or 1)
         moe_inter = _first(text, "moe_intermediate_size", "expert_intermediate_size")
         if moe_inter:
             entry["moe_intermediate_size"] = int(moe_inter)
@@ -907,6 +941,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         shared_size = _first(text, "shared_expert_intermediate_size")
         if not shared and str(text.get("model_type", "")).startswith("llama4"):
             shared = 1  # Llama 4's MoE layers always add one shared expert; its config has no key for it
+        if not shared and text.get("enable_moe_block"):  # Gemma 4: the dense MLP runs beside the experts
+            shared, shared_size = 1, int(inter or 0) or None
         if shared or shared_size:
             entry["shared_experts"] = int(shared or 1)
             if shared_size:
@@ -923,7 +959,14 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
             entry[key] = int(text[key])
     if text.get("kv_lora_rank"):
         entry["head_dim"] = int(text.get("v_head_dim") or head_dim)
+    entry.update(_gemma4_fields(text, int(head_dim)))
+    entry.update(_nas_fields(text, int(hidden), int(heads), int(layers)))
     layer_types = text.get("layer_types")
+    shared_kv = _int(text.get("num_kv_shared_layers"))
+    if isinstance(layer_types, list) and 0 < shared_kv < len(layer_types):
+        # Gemma 3n / 4: the last layers reuse an earlier layer's cache and keep none of their own.
+        layer_types = layer_types[: len(layer_types) - shared_kv]
+        entry["kv_layers"] = len(layer_types)
     window = text.get("sliding_window")
     if text.get("use_sliding_window") is False:  # Qwen2-style configs name a window they do not use
         window = None

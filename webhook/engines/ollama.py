@@ -120,8 +120,8 @@ def kv_per_layer(req: EstimateRequest, spec: ModelSpec | None) -> float:
         return width * per_value * tokens * spec.cache_layers / max(spec.layers, 1)
     layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, per_value)
     window_tokens = min(tokens, max(req.slots, 1) * (layout.window or tokens) + BATCH)
-    total = layout.bytes_per_token_layer * (layout.full_layers * tokens + layout.window_layers * window_tokens
-                                            + layout.chunk_layers * tokens)
+    total = (layout.bytes_per_token_layer * (layout.full_layers + layout.chunk_layers) * tokens
+             + layout.window_bytes * layout.window_layers * window_tokens)
     return total / max(shape.layers, 1)
 
 

@@ -531,7 +531,6 @@ def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, versio
     min(window − 1 + max_num_batched_tokens, L) + one block; chunked-local layers (Llama 4) stay
     full length until 0.14 (docs/engine-sources-vllm.md).
     """
-    per = layout.bytes_per_token_layer
     full = layout.full_layers * context
     if layout.window and version >= (0, 9, 1):
         win = layout.window_layers * (min(layout.window - 1 + batched_tokens, context) + BLOCK)
@@ -541,7 +540,7 @@ def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, versio
         chk = layout.chunk_layers * (min(layout.chunk, context) + BLOCK)
     else:
         chk = layout.chunk_layers * context
-    return per * (full + win + chk)
+    return layout.bytes_per_token_layer * (full + chk) + layout.window_bytes * win
 
 
 BLOCK = 16
@@ -597,7 +596,14 @@ def kv_geometry(req: EstimateRequest, spec: ModelSpec | None, tp: int) -> tuple[
     value_bytes = kv_bytes(req.precision, req.kv_cache_dtype)
     layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, value_bytes)
     if spec is None or not spec.mla:
-        return layout, max(1, min(tp, shape.kv_heads))
+        shards = max(1, min(tp, shape.kv_heads))
+        if spec is not None and spec.global_kv_heads:
+            # Fewer KV heads in the full layers are replicated sooner: each rank keeps max(1, heads // tp)
+            # of them (gemma4.py Gemma4Attention), so a full layer splits over min(tp, global heads) ranks only.
+            wider = shards / max(1, min(tp, spec.global_kv_heads))
+            layout = replace(layout, bytes_per_token_layer=layout.bytes_per_token_layer * wider,
+                             window_bytes_per_token_layer=layout.window_bytes)
+        return layout, shards
     if caches_latent(req, spec):
         return layout, 1
     head = expanded_head_size(spec, req.engine_version or NEWEST)

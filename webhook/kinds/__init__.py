@@ -127,6 +127,14 @@ def roles(obj: Any, ctx: Context | None = None) -> RoleSet | None:
     return _noted(generic.roles(obj, ctx), note)
 
 
+def with_attachments(view: PodView, runtimes: Runtimes | None) -> tuple[PodView, str | None]:
+    """A built-in workload's pod with what objects in the same files say about it that it does not (the model a
+    ModelClaim attaches to its warm pool), and a warning where they disagree. Nothing without runtimes."""
+    if not runtimes:
+        return view, None
+    return aibrix_claim.attach(view, runtimes)
+
+
 def _noted(rs: RoleSet | None, note: str) -> RoleSet | None:
     if rs is None or not note:
         return rs
@@ -155,4 +163,5 @@ __all__ = [
     "pod_view",
     "reader_key",
     "roles",
+    "with_attachments",
 ]

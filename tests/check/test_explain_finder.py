@@ -46,8 +46,8 @@ SHAPES: dict[str, tuple[tuple[str, ...], Path, str]] = {
         "catalog qwen3-8b"),
     "--served-model-name beside a local --model-path": (
         ("trtllm/01-dynamo-deepseek-r1-nvfp4-agg-b200-tp8-ep8-adp.yaml",), FIXTURES / "trtllm" / "nodes-b200.yaml",
-        "input: model: arg --served-model-name, beside arg --model-path /model-cache/deepseek-r1-fp4 (a local "
-        "checkpoint) → catalog deepseek-r1"),
+        "input: model: arg --served-model-name, beside arg --model-path /model-cache/deepseek-r1-fp4, a local "
+        "checkpoint → catalog deepseek-r1"),
     "a claim object: AIBrix ModelClaim on a warm pool Deployment that names no model": (
         ("kinds/aibrix/modelclaim-qwen2-7b.yaml", "kinds/aibrix/warm-runtime-pool.yaml"), EXAMPLES,
         "input: model: ModelClaim qwen2-7b-sample spec.artifactURL huggingface://Qwen/Qwen2-7B-Instruct (its "

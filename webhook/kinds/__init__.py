@@ -29,7 +29,7 @@ from . import (
     volcano,
 )
 from .pods import POD_KINDS, TEMPLATE_PATHS, api_group, is_builtin, pod_part, pod_view
-from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
+from .runtimes import ATTACHED_GROUP, NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
 from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError, as_list
 
 _Extract = Callable[[dict[str, Any], Context], RoleSet]
@@ -141,7 +141,11 @@ def _noted(rs: RoleSet | None, note: str) -> RoleSet | None:
     return replace(rs, warnings=(*rs.warnings, f"{rs.ref}: {note}"))
 
 
+# Kinds the workloads of the same files are judged with although they are not runtimes (a ModelClaim's model).
+ATTACHED_KINDS = frozenset(ATTACHED_GROUP)
+
 __all__ = [
+    "ATTACHED_KINDS",
     "CUSTOM_KINDS",
     "KINDS",
     "NO_RUNTIMES",

@@ -58,6 +58,10 @@ SHAPES: dict[str, tuple[tuple[str, ...], Path, str]] = {
     "engine env": (
         ("corpus2026/27-gke-tgi-gemma2-9b-it-l4.yaml",), CORPUS_GKE,
         "input: model: env MODEL_ID → catalog gemma-2-9b-it"),
+    "config file mounted from a ConfigMap": (
+        ("manifests/14-gke-job-axolotl-gemma3-4b-qlora-a100.yaml",), EXAMPLES,
+        "input: model: ConfigMap axolotl-config key gemma3-melanoma.yaml (mounted at "
+        "/workspace/configs/gemma3-melanoma.yaml) base_model → catalog gemma-3-4b-it"),
     "operator field: KAITO preset": (
         ("corpus2026/04-kaito-workspace-phi4-mini-throughput-a100.yaml",), CORPUS_H100,
         "input: model: Workspace inference.preset.name phi-4-mini-instruct → catalog phi-4-mini-instruct"),

@@ -160,3 +160,18 @@ def test_an_annotated_hub_id_is_guessed_offline_but_read_with_hub(
     assert code == 0, captured.out
     assert "ADMIT   deployment/smol" in captured.out and "not in the catalog" not in captured.out
     assert "3.08B" in captured.out or "weights 5.7" in captured.out or "weights 5.8" in captured.out, captured.out
+
+
+def test_a_broken_cache_file_is_read_again_from_the_hub(hub: str, manifest: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path, hub)
+    cached = tmp_path / "cache" / "vramgate" / "hub" / hub.split("//")[1].replace(":", "_") / f"{REPO}.json"
+    cached.parent.mkdir(parents=True)
+    cached.write_text('{"name": "cut short"}')  # not an entry: no parameters, no shape
+    Hub.seen.clear()
+    code = main(["--config", config, "check", "--hub", "-f", str(manifest), "--nodes", str(NODES)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert f"/{REPO}/resolve/main/config.json" in Hub.seen
+    assert f"hub: {REPO}: read from 127.0.0.1" in captured.err
+    assert orjson.loads(cached.read_bytes()).get("params")  # replaced by the entry the hub gave

@@ -68,6 +68,15 @@ def _keep(path: Path, entry: dict[str, Any]) -> None:
         print(f"warning: hub cache {path} not written ({exc})", file=sys.stderr)
 
 
+def _unusable(catalog: Catalog, entry: dict[str, Any]) -> str | None:
+    """Why ``entry`` cannot join the catalog, or None when it can."""
+    try:
+        catalog.with_entries([entry])
+    except (TypeError, ValueError, KeyError, ZeroDivisionError, AttributeError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
 def resolve(repos: Iterable[str], config: Config, catalog: Catalog) -> tuple[Catalog, list[str]]:
     """``catalog`` with an entry for each hub id of ``repos`` it lacks, from the cache or the hub, and one line
     per id saying where its entry came from or why there is none."""
@@ -83,10 +92,10 @@ def resolve(repos: Iterable[str], config: Config, catalog: Catalog) -> tuple[Cat
             continue
         path = folder.joinpath(*repo.split("/")).with_suffix(".json")
         entry = _cached(path)
-        if entry is not None:
+        if entry is not None and _unusable(catalog, entry) is None:
             entries.append(entry)
             said.append(f"hub: {repo}: from the cache ({path})")
-            continue
+            continue  # a cached file that is not an entry (cut short, edited by hand) is read again from the hub
         if not asked:
             token, asked = _token(config), True
         try:
@@ -95,10 +104,8 @@ def resolve(repos: Iterable[str], config: Config, catalog: Catalog) -> tuple[Cat
             said.append(f"warning: hub: {repo}: {host} could not say ({exc}); judged without it, offline")
             continue
         entry["source"] = f"{endpoint}/{repo} (config.json, read by vramgate check --hub)"
-        try:
-            catalog.with_entries([entry])
-        except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
-            said.append(f"warning: hub: {repo}: its config.json gives no usable entry ({exc}); judged without it")
+        if (problem := _unusable(catalog, entry)) is not None:
+            said.append(f"warning: hub: {repo}: its config.json gives no usable entry ({problem}); judged without it")
             continue
         _keep(path, entry)
         entries.append(entry)

@@ -168,3 +168,15 @@ def test_a_name_guess_says_how_to_make_it_exact(tmp_path: Path, capsys: pytest.C
     out = capsys.readouterr().out
     assert "assumed 7B parameters from its name" in out
     assert "--name acme-labs/zephyr-7B` prints" in out
+
+
+def test_a_pool_pod_without_the_enabled_label_is_no_candidate(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    pool = (FIXTURES / "kinds/aibrix/warm-runtime-pool.yaml").read_text().replace(
+        'pool.aibrix.ai/enabled: "true"', 'pool.aibrix.ai/enabled: "false"')
+    path = tmp_path / "pool.yaml"
+    path.write_text(pool)
+    main(["check", "--explain", "-f", str(FIXTURES / "kinds/aibrix/modelclaim-qwen2-7b.yaml"), str(path),
+          "--nodes", str(EXAMPLES)])
+    out = capsys.readouterr().out
+    assert "ModelClaim qwen2-7b-sample spec.artifactURL" not in out

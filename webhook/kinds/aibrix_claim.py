@@ -53,12 +53,19 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         f"declare vramgate.io/model or vramgate.io/vram there)",))
 
 
+# modelclaim_types.go ModelClaimSpec.PodSelector: "Candidate pods must also advertise the enabled warm-pool
+# label" (samples/modelclaim/warm-runtime-pool.yaml: pool.aibrix.ai/enabled: "true").
+_ENABLED = ("pool.aibrix.ai/enabled", "true")
+
+
 def _selects(claim: dict[str, Any], labels: dict[str, str]) -> dict[str, str] | None:
-    """The claim's ``podSelector.matchLabels`` when they pick a pod with ``labels``, else None (an empty selector
-    picks nothing: AIBrix requires one)."""
+    """The claim's ``podSelector.matchLabels`` when they pick a warm pool pod with ``labels``, else None (an empty
+    selector picks nothing: AIBrix requires one)."""
     wanted = {str(k): str(v) for k, v in as_dict(as_dict(as_dict(claim.get("spec")).get("podSelector")).get(
         "matchLabels")).items()}
-    return wanted if wanted and all(labels.get(k) == v for k, v in wanted.items()) else None
+    if not wanted or labels.get(_ENABLED[0]) != _ENABLED[1]:
+        return None
+    return wanted if all(labels.get(k) == v for k, v in wanted.items()) else None
 
 
 def attach(view: PodView, runtimes: Runtimes) -> tuple[PodView, str | None]:

@@ -10,7 +10,19 @@ from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, mat
 from ..cluster.snapshot import Snapshot
 from ..cluster.usage import container_gpus
 from ..config import Config, Enforcement
-from ..kinds import POD_KINDS, Context, PodView, Role, RoleSet, Runtimes, WorkloadError, is_builtin, pod_view, roles
+from ..kinds import (
+    POD_KINDS,
+    Context,
+    PodView,
+    Role,
+    RoleSet,
+    Runtimes,
+    WorkloadError,
+    is_builtin,
+    pod_view,
+    roles,
+    with_attachments,
+)
 from ..models.catalog import Catalog
 from ..units.bounds import OverBudget, TooLarge
 from ..units.declaration import DeclarationError
@@ -163,7 +175,9 @@ def _judge(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Cat
         except WorkloadError as exc:
             return _deny(enforcement, "malformed", f"{obj.get('kind', 'object')}: {exc}")
         assert view is not None
-        return _judge_view(view, snapshot, config, catalog, enforcement, runtimes)
+        view, note = with_attachments(view, runtimes)
+        judged = _judge_view(view, snapshot, config, catalog, enforcement, runtimes)
+        return replace(judged, warnings=(*judged.warnings, note)) if note else judged
     try:
         found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource, resources_of_vendors()))
     except WorkloadError as exc:

@@ -173,7 +173,8 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
     if served is not None and (model is None or _is_path(model.value)):
         # Dynamo's --model-path is often a local checkpoint; the served name says which model it is,
         # the path what it is quantized to (`/model-cache/deepseek-r1-fp4`).
-        settings.values["model"] = served
+        settings.values["model"] = served if model is None else Found(
+            served.value, f"{served.source}, beside {model.source} {model.value}, a local checkpoint")
     model = settings.get("model")
     if model is not None and (m := _MODELOPT_FP4.search(model.value)):
         # NVIDIA's ModelOpt checkpoints for TRT-LLM (`nvidia/DeepSeek-V3.2-NVFP4`): the base model, in NVFP4.

@@ -27,6 +27,7 @@ from .cmdline import Command, OptionTable, parse_argv
 from .engine import ContextRead, Engine, IntSetting, ParallelRead
 from .grammar import AUTO, VLLM_AUTO_SINCE, vllm_max_model_len
 from .layers import KVLayout, layout_of
+from .nim_image import is_backend_nim
 from .parallel import Layout, spanning_layouts, vllm_layout
 from .startup import line
 from .startup import read as read_log
@@ -166,6 +167,8 @@ def rocm_version(image: str) -> Version | None:
 def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
          pod_commands: Sequence[Command] = ()) -> Settings | None:
     """vLLM's settings from a container, or None when the container does not run vLLM."""
+    if not commands and is_backend_nim(image):
+        return None  # a NIM on vLLM, run as its image: the NIM reader's (its model is in the image name)
     found = argv_words(image, commands)
     if found is None:
         return None

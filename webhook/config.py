@@ -288,6 +288,19 @@ class Hub(_Section):
     configmap: str | None = None
 
 
+class Sharing(_Section):
+    """GPU-sharing systems: filling the share a pod leaves out (docs/sharing.md)."""
+
+    # Which system the mutating webhook writes a pod's share into when the pod states none (it gets a whole GPU
+    # then): "hami" adds nvidia.com/gpumem to a GPU container that asks nvidia.com/gpu. "off": never.
+    fill: Literal["off", "hami"] = "off"
+    # Where it does: pods of these namespaces, and any pod annotated vramgate.io/share-fill: "true".
+    namespaces: list[str] = Field(default_factory=list)
+    # Above the estimate's high end (÷ the engine's share of the device): what a longer prompt or a larger
+    # batch than estimated may still take.
+    headroom: float = Field(0.10, ge=0, le=1)
+
+
 ENV_PREFIX = "VRAMGATE_"
 
 
@@ -313,6 +326,7 @@ class Config(BaseModel):
     controller: Controller = Field(default_factory=Controller)
     audit: Audit = Field(default_factory=Audit)
     hub: Hub = Field(default_factory=Hub)
+    sharing: Sharing = Field(default_factory=Sharing)
     # Catalog additions, same schema as webhook/data/models.yaml entries.
     models: list[dict[str, Any]] = Field(default_factory=list)
     # A YAML file of more entries (`models: [...]`, the chart's models ConfigMap): appended to `models` at

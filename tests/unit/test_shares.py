@@ -131,3 +131,43 @@ def test_a_kai_pod_is_steered_by_its_models_need_and_its_containers_are_left_alo
     assert "/spec/affinity" in paths
     # No GPU resource is added (KAI's reservation pod holds the device) and no CUDA env for a GPU it does not ask.
     assert not any(p.startswith("/spec/containers/0") for p in paths)
+
+
+FILL = Config.model_validate({"sharing": {"fill": "hami", "namespaces": ["ml"]}})
+
+
+def test_fill_writes_the_share_the_estimate_holds_and_the_patched_pod_is_admitted() -> None:
+    import math
+
+    import jsonpatch
+
+    obj = pod({"nvidia.com/gpu": 1})
+    j = judge(obj, H100, FILL, CATALOG)
+    assert j.allowed and j.share_fill is not None and j.demand is not None and j.demand.estimate is not None
+    high = j.demand.estimate.high_per_gpu_mib
+    assert j.share_fill.amount == math.ceil(high / j.demand.utilization * 1.10)
+    assert any("vramgate wrote nvidia.com/gpumem" in w for w in j.warnings)
+    ops, notes = mutation(obj, j, FILL)
+    assert {"op": "add", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpumem",
+            "value": str(j.share_fill.amount)} in ops
+    assert any("sharing.fill" in n for n in notes)
+    # Re-judged as /validate sees the final pod: the share path, admitted, placed by the share.
+    patched = jsonpatch.apply_patch(obj, ops)
+    again = judge(patched, H100, FILL, CATALOG)
+    assert again.allowed and again.demand is not None and again.demand.share is not None
+    assert again.demand.per_gpu_mib == j.share_fill.amount and again.share_fill is None
+    # A second mutation changes nothing (reinvocation).
+    assert not any("gpumem" in op["path"] for op in mutation(patched, again, FILL)[0])
+
+
+def test_fill_is_opt_in_never_overwrites_and_leaves_a_whole_gpu_whole() -> None:
+    other_ns = pod({"nvidia.com/gpu": 1})
+    other_ns["metadata"]["namespace"] = "serving"
+    assert judge(other_ns, H100, FILL, CATALOG).share_fill is None
+    other_ns["metadata"]["annotations"] = {"vramgate.io/share-fill": "true"}
+    assert judge(other_ns, H100, FILL, CATALOG).share_fill is not None
+    assert judge(pod({"nvidia.com/gpu": 1}), H100, CONFIG, CATALOG).share_fill is None  # fill: off (the default)
+    stated = judge(pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 40000}), H100, FILL, CATALOG)
+    assert stated.allowed and stated.share_fill is None
+    # On an L4 the share the estimate needs is the whole GPU (or more): nothing to share, the pod keeps the GPU.
+    assert judge(pod({"nvidia.com/gpu": 1}), L4, FILL, CATALOG).share_fill is None

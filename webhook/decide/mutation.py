@@ -345,6 +345,19 @@ def mutate_pod(pod: dict[str, Any], judgement: Judgement, config: Config,
             _set_node_problem_toleration(tolerations, key, adm.not_ready_toleration_seconds)
     spec["tolerations"] = tolerations
 
+    # sharing.fill: the share the estimate holds, into the GPU container that states none.
+    fill = judgement.share_fill
+    if fill is not None:
+        for c in as_list(spec.get("containers")):
+            if isinstance(c, dict) and c.get("name") == fill.container:
+                res = c.setdefault("resources", {})
+                for section in ("limits", "requests"):
+                    amounts = res.get(section)
+                    if section == "limits" or (isinstance(amounts, dict) and resource in amounts):
+                        # An extended resource's request must equal its limit.
+                        res.setdefault(section, {})[fill.resource] = str(fill.amount)
+                notes.append(f"wrote {fill.resource}: {fill.amount} (sharing.fill)")
+
     # GPU containers: CUDA env and a host-memory limit floor.
     # The floor counts the weights the engine keeps in host memory (llama.cpp -ot/--cpu-moe, --cpu-offload-gb) too.
     weights = demand.weights_mib + demand.host_weights_mib if demand.weights_mib is not None else None

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config import Config
 from ..kinds.view import PodView
-from ..units.declaration import DeclarationError
+from ..units.declaration import A_SHARE_FILL, DeclarationError
 from ..units.quantity import QuantityError, parse_whole
 
 HAMI_PERCENT = "nvidia.com/gpumem-percentage"
@@ -223,3 +223,35 @@ def larger_fraction(share: Share, low_mib: int, utilization: float, largest_mib:
         return ""  # no share of one GPU here holds it: the other suggestions (fewer bytes, more GPUs) stand
     said = f"{needed * 100:g}" if share.source.endswith(HAMI_PERCENT) else f"{needed:g}"
     return f"{share.source.split(' ', 1)[1]}: {said} (asked {share.said()})"
+
+
+@dataclass(frozen=True)
+class Fill:
+    """The share the mutating webhook writes for a pod that states none: ``amount`` of ``resource`` per GPU."""
+
+    container: str
+    resource: str
+    amount: int
+
+    def warning(self, ref: str) -> str:
+        return f"{ref}: vramgate wrote {self.resource}: {self.amount} (sharing.fill)"
+
+
+def fill_for(view: PodView, config: Config, high_mib: int | None, utilization: float, container: str,
+             largest_mib: int | None) -> Fill | None:
+    """What sharing.fill writes for this pod, or None: not opted in, no estimate, or no GPU here could grant it.
+
+    HAMi: ``nvidia.com/gpumem`` per GPU = the band's high end ÷ the engine's share of the device (HAMi-core shows
+    the engine a GPU of the share's size) × (1 + headroom), so what passes validation is what the estimate holds.
+    """
+    sharing = config.sharing
+    if sharing.fill == "off" or high_mib is None or utilization <= 0:
+        return None
+    opted = view.namespace in sharing.namespaces or view.annotations.get(A_SHARE_FILL, "").strip() == "true"
+    if not opted:
+        return None
+    amount = math.ceil(high_mib / utilization * (1 + sharing.headroom))
+    if largest_mib is not None and amount >= largest_mib:
+        return None  # the whole GPU, as asked
+    resource = config.labels.gpu_memory_resources[0] if config.labels.gpu_memory_resources else "nvidia.com/gpumem"
+    return Fill(container, resource, amount)

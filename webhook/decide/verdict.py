@@ -39,7 +39,7 @@ from .rules import (
     spans_hosts,
 )
 from .scaleup import after_scale_up
-from .shares import Share, as_whole_gpus, judge_share, larger_fraction, share_of
+from .shares import Fill, Share, as_whole_gpus, fill_for, judge_share, larger_fraction, share_of
 from .smaller_slice import smaller_slice_warnings, whole_gpu_warnings
 
 
@@ -62,6 +62,8 @@ class Judgement:
     # Nodes that hold the pod serve its extended resource from DRA devices (no device plugin, no GPU labels there):
     # a VRAM affinity on labels must leave unlabelled nodes eligible (mutation).
     dra_extended_fits: bool = field(default=False, compare=False)
+    # The GPU share mutation writes for a pod that states none (sharing.fill).
+    share_fill: Fill | None = field(default=None, compare=False)
 
     @property
     def fits(self) -> bool:
@@ -340,7 +342,22 @@ def _judge_view(
     if demand.extended:
         dra_fits, said = _extended_steering(demand, verdict.fitting, snapshot)
         warnings.extend(said)
-    return Judgement(True, FITS, warnings=tuple(warnings), demand=demand, view=view, dra_extended_fits=dra_fits)
+    fill = _share_fill(view, demand, snapshot, config)
+    if fill is not None:
+        warnings.append(fill.warning(view.ref))
+    return Judgement(True, FITS, warnings=tuple(warnings), demand=demand, view=view, dra_extended_fits=dra_fits,
+                     share_fill=fill)
+
+
+def _share_fill(view: PodView, demand: Demand, snapshot: Snapshot, config: Config) -> Fill | None:
+    """sharing.fill for a whole-GPU pod of one GPU container that states no share (none for slices, claims)."""
+    if (config.sharing.fill == "off" or demand.share is not None or demand.estimate is None
+            or demand.explicit_vram_mib is not None or demand.vendor != NVIDIA or demand.mig or demand.claims
+            or demand.extended or len(demand.gpu_containers) != 1):
+        return None
+    largest = next((n.vram_mib for n in snapshot.by_vram if n.vendor == NVIDIA), None)
+    return fill_for(view, config, demand.estimate.high_per_gpu_mib, demand.utilization, demand.gpu_containers[0],
+                    largest)
 
 
 def _shared_demand(view: PodView, share: Share, config: Config, catalog: Catalog, lookup: Any,

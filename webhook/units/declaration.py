@@ -31,6 +31,8 @@ A_ENGINE_VERSION = "vramgate.io/engine-version"
 A_FINETUNE = "vramgate.io/finetune"
 A_PARALLELISM = "vramgate.io/parallelism"
 A_GRAD_CKPT = "vramgate.io/gradient-checkpointing"
+# Opts one pod into sharing.fill (its share of the GPU written by the mutating webhook).
+A_SHARE_FILL = "vramgate.io/share-fill"
 
 # Env names a generic (unrecognised) serving image reads its model from.
 MODEL_ENVS = ("MODEL_NAME", "MODEL_ID", "MODEL")

@@ -79,6 +79,17 @@ class ModelSpec:
     ssm_state: int | None = None
     ssm_dtype: str | None = None
     conv_kernel: int = 4  # the state layers' conv kernel: conv_state keeps kernel − 1 positions (+ draft tokens)
+    # DeepSeek-V4's attention (config.json keys): one shared K=V head of ``head_dim`` (its last
+    # ``qk_rope_head_dim`` rotated), a grouped low-rank output projection (``o_groups`` × ``o_lora_rank``), and
+    # per layer a KV compression ratio (``compress_ratios``): a layer of ratio m > 1 caches one entry per m
+    # tokens (ratio 4 also a lightning-indexer key of ``index_head_dim``); ratio 0 or 1 keeps only the
+    # sliding window. Its checkpoints store the routed experts apart (``expert_dtype`` fp4: MXFP4).
+    o_lora_rank: int | None = None
+    o_groups: int | None = None
+    compress_ratios: tuple[int, ...] = ()
+    index_head_dim: int | None = None
+    index_n_heads: int | None = None
+    expert_dtype: str | None = None
     # Multi-token-prediction layers the checkpoint carries (mtp_num_hidden_layers): vLLM builds them, with their
     # attention's KV cache, only when speculative decoding uses them (--speculative-config method mtp).
     mtp_layers: int | None = None
@@ -188,7 +199,7 @@ class ModelSpec:
 
     def attention_params(self) -> float:
         """Parameters of every attention block (Q, K, V, O, or MLA's low-rank form): what DP attention replicates."""
-        return min(self.params, self.cache_layers * _attention_params(self))
+        return min(self.params, self.cache_layers * _attention_params(self) + _compressor_params(self))
 
     @property
     def mla(self) -> bool:
@@ -226,18 +237,59 @@ class ModelSpec:
             return (self.state_layers or 0) * self.state_bytes_per_layer(tp)
         return (self.linear_state_bytes or 0) // max(tp, 1)
 
+    @property
+    def compressed_kv(self) -> bool:
+        """Whether the cache is DeepSeek-V4's compressed one (per-layer ratios, a fixed fp8 entry layout)."""
+        return bool(self.compress_ratios)
+
+    def compressed_entry_bytes(self) -> tuple[int, int]:
+        """Bytes of one compressed KV entry and of one indexer key, in the layouts vLLM allocates.
+
+        The entry (``fp8_ds_mla``, vllm/model_executor/layers/deepseek_v4_attention.py ``head_bytes`` and
+        v1/kv_cache_interface.py ``MLAAttentionSpec`` "448B NoPE + 128B RoPE + 8B fp8 scale = 584B"): the
+        non-rotated part in fp8, the rotated part in bf16, one scale byte per 64 values and one pad byte. The
+        indexer key (``DeepseekV4IndexerCache``): ``index_head_dim`` fp8 values and a 4-byte scale per 128.
+        """
+        rope = self.qk_rope_head_dim or 0
+        nope = self.head_dim - rope
+        entry = nope + 2 * rope + nope // 64 + 1
+        index = self.index_head_dim or 0
+        return entry, index + index // 128 * 4
+
+    def _compressed_bytes(self, tokens: int) -> int:
+        """Bytes the compressed caches of every layer keep for ``tokens`` tokens (entries rounded up).
+
+        vLLM gives a layer of ratio m > 1 a cache of ceil(tokens / m) entries (``storage_block_size`` =
+        block_size // compress_ratio) and ratio-4 layers an indexer cache of as many keys ("Only C4A uses
+        sparse attention and hence has indexer", deepseek_v4.py). Left out: the 128-token window every layer
+        also keeps (window − 1 + the tokens being prefilled, at ``entry`` bytes: a few hundred MiB a sequence)
+        and the pages' rounding to 576 bytes (``alignment=576``: under 2 % at block size 256).
+        """
+        entry, index = self.compressed_entry_bytes()
+        total = 0
+        for ratio in self.compress_ratios[: self.layers]:
+            if ratio > 1:
+                total += -(-tokens // ratio) * (entry + (index if ratio == 4 else 0))
+        return total
+
     def kv_elements_per_token(self) -> int:
         """KV-cache values stored per token across all layers (MLA stores one compressed latent).
 
         Every cache layer is counted as if it held the whole sequence: sliding-window and chunked
-        layers hold less, which ``kv_elements_for(tokens)`` accounts for.
+        layers hold less, which ``kv_elements_for(tokens)`` accounts for. DeepSeek-V4's compressed caches
+        are counted in bytes of their fp8 layout (one value a byte: ``EstimateRequest`` prices them as fp8),
+        averaged over a long sequence.
         """
+        if self.compressed_kv:
+            return -(-self._compressed_bytes(1 << 20) // (1 << 20))
         if self.kv_lora_rank:
             return self.cache_layers * (self.kv_lora_rank + (self.qk_rope_head_dim or 0))
         return 2 * self.cache_layers * self.kv_heads * self.head_dim
 
     def kv_elements_for(self, tokens: int) -> int:
         """KV-cache values one sequence of ``tokens`` tokens keeps, window and chunk limits applied."""
+        if self.compressed_kv:
+            return self._compressed_bytes(tokens)
         per_layer = (self.kv_lora_rank + (self.qk_rope_head_dim or 0)) if self.kv_lora_rank else (
             2 * self.kv_heads * self.head_dim)
         layers = self.cache_layers
@@ -265,6 +317,12 @@ def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
     data = {k: v for k, v in entry.items() if k in _FIELDS}
     data["aliases"] = tuple(str(a) for a in data.get("aliases") or ())
     data["native_16bit"] = tuple(str(p) for p in data.get("native_16bit") or ())
+    data["compress_ratios"] = tuple(int(r) for r in data.get("compress_ratios") or ())
+    if data["compress_ratios"] and len(data["compress_ratios"]) < int(data["layers"]):
+        raise ValueError(f"{data.get('name')}: compress_ratios names {len(data['compress_ratios'])} of "
+                         f"{data['layers']} layers")
+    if data.get("expert_dtype") not in (None, "mxfp4", "fp8"):
+        raise ValueError(f"{data.get('name')}: expert_dtype must be mxfp4 or fp8")
     for part in data["native_16bit"]:
         if not NATIVE_16BIT_PARTS.match(part):
             raise ValueError(f"{data.get('name')}: native_16bit part {part!r} is not attention, router or mlp.<i>")
@@ -295,6 +353,15 @@ def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
 def _attention_params(spec: ModelSpec) -> float:
     """Weights of one attention block: Q, K, V, O projections (GQA) or the MLA low-rank form."""
     h = spec.hidden_size
+    if spec.o_lora_rank:
+        # DeepSeek-V4 (vllm deepseek_v4.py DeepseekV4Attention): wq_a, wq_b, one shared K=V projection wkv, the
+        # grouped output wo_a (heads·head_dim → o_groups·o_lora_rank) and wo_b (the KV compressors and indexers,
+        # which differ by layer, are ``_compressor_params``; the hyper-connection mixers are left out: < 0.01 %).
+        q_rank = spec.q_lora_rank or h
+        q = h * q_rank + q_rank * spec.heads * spec.head_dim if spec.q_lora_rank else h * spec.heads * spec.head_dim
+        kv = h * spec.kv_heads * spec.head_dim
+        o = spec.heads * spec.head_dim * spec.o_lora_rank + (spec.o_groups or 1) * spec.o_lora_rank * h
+        return float(q + kv + o)
     if spec.kv_lora_rank:
         nope = spec.qk_nope_head_dim or spec.head_dim
         rope = spec.qk_rope_head_dim or 0
@@ -306,6 +373,27 @@ def _attention_params(spec: ModelSpec) -> float:
     q_and_o = 2 * h * spec.heads * spec.head_dim
     k_and_v = 2 * h * spec.kv_heads * spec.head_dim
     return float(q_and_o + k_and_v)
+
+
+def _compressor_params(spec: ModelSpec) -> float:
+    """DeepSeek-V4's KV compressors and lightning indexers, over every layer; 0 for other models.
+
+    As its checkpoints hold them (the DeepSeek-V4-Pro tensor list; vllm deepseek_v4_attention.py
+    ``DeepseekCompressor``, ``DeepseekV4Indexer``): a layer of ratio m > 1 has a compressor (wkv and wgate of
+    hidden × w, w = head_dim, doubled at ratio 4 where the windows overlap); a ratio-4 layer also has an indexer
+    (wq_b q_lora_rank × heads·index_head_dim, its own compressor of w = 2·index_head_dim, weights_proj).
+    """
+    h = spec.hidden_size
+    index_dim, index_heads = spec.index_head_dim or 0, spec.index_n_heads or 0
+    total = 0
+    for ratio in spec.compress_ratios[: spec.layers]:
+        if ratio <= 1:
+            continue
+        total += 2 * h * spec.head_dim * (2 if ratio == 4 else 1)
+        if ratio == 4:
+            total += ((spec.q_lora_rank or h) * index_heads * index_dim + 2 * h * 2 * index_dim
+                      + h * index_heads)
+    return float(total)
 
 
 def _mlp_params(hidden: int, intermediate: int, kind: str) -> float:
@@ -338,7 +426,7 @@ def computed_params(spec: ModelSpec, active: bool = False) -> float:
     h = spec.hidden_size
     # Hybrids run softmax attention only in their KV layers (their state layers are counted by no formula here).
     attention_layers = spec.cache_layers if spec.hybrid else spec.layers
-    total = spec.embedding_params + attention_layers * _attention_params(spec)
+    total = spec.embedding_params + attention_layers * _attention_params(spec) + _compressor_params(spec)
     moe_layers = _moe_layer_count(spec)
     dense_layers = spec.layers - moe_layers if spec.mlp_layers is None else spec.mlp_layers
     if dense_layers:

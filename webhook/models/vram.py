@@ -143,6 +143,13 @@ class EstimateRequest:
     # None: the version's default (engines/hybrid.py ``prefix_caching_default``).
     prefix_caching: bool | None = None
 
+    def __post_init__(self) -> None:
+        # DeepSeek-V4's compressed caches have one layout, fp8_ds_mla, whatever the flag says: vLLM asserts an
+        # fp8 cache dtype and turns it into fp8_ds_mla (vllm/model_executor/layers/deepseek_v4_attention.py
+        # DeepseekV4MLAAttention), so an unstated KV dtype is fp8 there, not the weights' 16-bit.
+        if self.kv_cache_dtype is None and self.spec is not None and self.spec.compressed_kv:
+            object.__setattr__(self, "kv_cache_dtype", "fp8")
+
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions).
 
@@ -278,8 +285,17 @@ def weights_bytes(params: float, precision: str, shape: Shape, spec: ModelSpec |
     if p.quantized and not p.gguf:
         towers = float((spec.vision_params or 0) + (spec.audio_params or 0)) if spec is not None else 0.0
         kept = min(params, shape.embedding_params + towers + _native_16bit(params, precision, spec))
-        return (params - kept) * p.bits / 8 + kept * 2
+        experts = min(params - kept, _native_experts(params, precision, spec))
+        expert_bytes = PRECISIONS[spec.expert_dtype].bits / 8 if experts and spec and spec.expert_dtype else 0.0
+        return (params - kept - experts) * p.bits / 8 + kept * 2 + experts * expert_bytes
     return params * p.bits / 8
+
+
+def _native_experts(params: float, precision: str, spec: ModelSpec | None) -> float:
+    """Routed-expert parameters a native checkpoint stores at ``expert_dtype`` (DeepSeek-V4: MXFP4), scaled."""
+    if spec is None or not spec.expert_dtype or precision != spec.dtype or not spec.params:
+        return 0.0
+    return spec.routed_expert_params() * params / spec.params
 
 
 def _native_16bit(params: float, precision: str, spec: ModelSpec | None) -> float:
@@ -306,7 +322,9 @@ def weights_per_gpu(req: EstimateRequest, total: float, spec: ModelSpec | None) 
     scale = req.params / spec.params if spec.params else 1.0
     p = PRECISIONS[req.precision]
     per_param = p.bits / 8 if not p.gguf else total / req.params
-    experts = spec.routed_expert_params() * scale * per_param if req.expert_split else 0.0
+    expert_param = (PRECISIONS[spec.expert_dtype].bits / 8 if spec.expert_dtype and req.precision == spec.dtype
+                    else per_param)
+    experts = spec.routed_expert_params() * scale * expert_param if req.expert_split else 0.0
     if experts and req.redundant_experts and spec.experts:
         experts *= (spec.experts + req.redundant_experts) / spec.experts
         total += experts * req.redundant_experts / (spec.experts + req.redundant_experts)

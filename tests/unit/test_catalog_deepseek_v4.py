@@ -1,0 +1,139 @@
+"""DeepSeek-V4-Pro and -Flash (issue 39): sizes against the model cards, hub ids, and the compressed KV cache."""
+
+import math
+
+import pytest
+
+from webhook.models.catalog import ModelSpec, builtin_catalog, computed_params, spec_from_mapping
+from webhook.models.vram import EstimateRequest, shape_of, weights_bytes, weights_per_gpu
+from webhook.units.precision import PRECISIONS
+
+CAT = builtin_catalog()
+GIB = 1024**3
+
+# (entry, the card's total parameters). huggingface.co/deepseek-ai/DeepSeek-V4-Pro and -Flash model cards:
+# "DeepSeek-V4-Pro with 1.6T parameters (49B activated) and DeepSeek-V4-Flash with 284B parameters (13B
+# activated)"; the Base cards give the same sizes.
+CARDS = [
+    ("deepseek-v4-pro", 1.6e12),
+    ("deepseek-v4-pro-base", 1.6e12),
+    ("deepseek-v4-flash", 284e9),
+    ("deepseek-v4-flash-base", 284e9),
+]
+
+# Layers by compression ratio, as config.json's compress_ratios lists them for the main layers (the last entry
+# of the list is the MTP layer's): Pro [128, 128] + [4, 128] x 29 + [4]; Flash [0, 0] + [4, 128] x 20 + [4].
+LAYERS_BY_RATIO = {
+    "deepseek-v4-pro": {4: 30, 128: 31, 0: 0},
+    "deepseek-v4-flash": {4: 21, 128: 20, 0: 2},
+}
+
+
+def _spec(name: str) -> ModelSpec:
+    spec = CAT.get(name)
+    assert spec is not None, f"{name} is not in the catalog"
+    return spec
+
+
+@pytest.mark.parametrize("name,card", CARDS, ids=[c[0] for c in CARDS])
+def test_params_within_3_percent_of_the_card(name: str, card: float) -> None:
+    spec = _spec(name)
+    assert abs(spec.params / card - 1) <= 0.03, f"{name}: {spec.params / 1e9:.1f}B vs card {card / 1e9:.1f}B"
+    assert abs(computed_params(spec) / card - 1) <= 0.03
+
+
+def test_the_hub_ids_resolve() -> None:
+    for ref, name in (("deepseek-ai/DeepSeek-V4-Pro", "deepseek-v4-pro"),
+                      ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-v4-flash"),
+                      ("deepseek-ai/DeepSeek-V4-Pro-Base", "deepseek-v4-pro-base"),
+                      ("deepseek-ai/DeepSeek-V4-Flash-Base", "deepseek-v4-flash-base"),
+                      ("hf://deepseek-ai/DeepSeek-V4-Flash", "deepseek-v4-flash"),
+                      ("/raid/models/deepseek-ai/DeepSeek-V4-Flash", "deepseek-v4-flash")):
+        found = CAT.resolve(ref)
+        assert found is not None and found.spec.name == name and found.quantization is None, ref
+    # A requantization (NVIDIA ModelOpt's naming) is the same model at the precision its name says.
+    found = CAT.resolve("nvidia/DeepSeek-V4-Pro-NVFP4")
+    assert found is not None and found.spec.name == "deepseek-v4-pro" and found.quantization == "nvfp4"
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS_BY_RATIO))
+def test_layers_by_compression_ratio_are_the_configs(name: str) -> None:
+    spec = _spec(name)
+    ratios = spec.compress_ratios
+    assert len(ratios) == spec.layers
+    for ratio, count in LAYERS_BY_RATIO[name].items():
+        assert sum(1 for r in ratios if r == ratio) == count, ratio
+
+
+def test_one_compressed_entry_and_one_indexer_key_in_vllms_bytes() -> None:
+    # vLLM's fp8_ds_mla entry for V4: "448B NoPE + 128B RoPE + 8B fp8 scale = 584B"; the indexer key "128 fp8 +
+    # 4 fp32 scale = 132" (v1/kv_cache_interface.py, model_executor/layers/deepseek_v4_attention.py).
+    for name in LAYERS_BY_RATIO:
+        assert _spec(name).compressed_entry_bytes() == (584, 132)
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS_BY_RATIO))
+def test_kv_per_token_is_what_vllm_allocates(name: str) -> None:
+    """Each ratio-m layer keeps one 584-byte entry per m tokens, ratio-4 layers a 132-byte indexer key too."""
+    spec, layers = _spec(name), LAYERS_BY_RATIO[name]
+    per_token = layers[4] * (584 + 132) / 4 + layers[128] * 584 / 128
+    assert spec.kv_elements_per_token() == math.ceil(per_token)
+    tokens = 1 << 20
+    assert spec.kv_elements_for(tokens) == int(per_token * tokens)
+    # Fewer tokens than a ratio: still one entry (vLLM's pages hold whole entries).
+    assert spec.kv_elements_for(1) == layers[4] * (584 + 132) + layers[128] * 584
+
+
+def test_the_pro_cache_at_1m_tokens_in_bf16_is_the_released_figure() -> None:
+    # The release notes: the 1M-token KV cache is "9.62 GiB/sequence (in bf16)". In bf16 an entry is 512 values
+    # and an indexer key 128, two bytes each: the layer counts must give that figure.
+    ratios = _spec("deepseek-v4-pro").compress_ratios
+    tokens = 1_048_576
+    bf16 = sum(tokens // r * (512 + (128 if r == 4 else 0)) * 2 for r in ratios if r > 1)
+    assert round(bf16 / GIB, 2) == 9.62
+
+
+def test_an_unstated_kv_dtype_is_fp8_for_v4_only() -> None:
+    v4, v3 = _spec("deepseek-v4-flash"), _spec("deepseek-v3.2-exp")
+    assert EstimateRequest(params=v4.params, precision="fp8", spec=v4).kv_cache_dtype == "fp8"
+    assert EstimateRequest(params=v4.params, precision="fp8", spec=v4, kv_cache_dtype="bf16").kv_cache_dtype == "bf16"
+    assert EstimateRequest(params=v3.params, precision="fp8", spec=v3).kv_cache_dtype is None
+
+
+def test_weights_price_the_experts_at_mxfp4_and_the_rest_at_fp8() -> None:
+    pro, base = _spec("deepseek-v4-pro"), _spec("deepseek-v4-pro-base")
+    total = weights_bytes(pro.params, "fp8", shape_of(pro, pro.params), pro)
+    # The checkpoint (64 safetensors, "805.33 GB" = GiB, the MTP layer included): never under it, at most
+    # 10 % above (vLLM's MXFP4 kernels are priced at 4.6 bits, the file stores 4.25).
+    assert 805.33 <= total / GIB <= 805.33 * 1.10
+    routed = pro.routed_expert_params()
+    rest = pro.params - routed - pro.embedding_params
+    expected = routed * PRECISIONS["mxfp4"].bits / 8 + rest + pro.embedding_params * 2
+    assert total == pytest.approx(expected)
+    # The Base checkpoint keeps its experts in fp8: about twice the bytes.
+    assert weights_bytes(base.params, "fp8", shape_of(base, base.params), base) / total > 1.6
+    # Another precision asked for (a requantization) prices every weight at it.
+    nvfp4 = weights_bytes(pro.params, "nvfp4", shape_of(pro, pro.params), pro)
+    assert nvfp4 == pytest.approx((pro.params - pro.embedding_params) * 4.5 / 8 + pro.embedding_params * 2)
+
+
+def test_expert_parallel_ranks_hold_their_share_of_the_mxfp4_experts() -> None:
+    flash = _spec("deepseek-v4-flash")
+    req = EstimateRequest(params=flash.params, precision="fp8", spec=flash, gpus=1, expert_split=4)
+    total = weights_bytes(flash.params, "fp8", shape_of(flash, flash.params), flash)
+    experts = flash.routed_expert_params() * PRECISIONS["mxfp4"].bits / 8
+    assert weights_per_gpu(req, total, flash) == pytest.approx(total - experts + experts / 4)
+
+
+def test_compressed_kv_rounds_entries_up_and_checks_its_fields() -> None:
+    base = {"name": "tiny-v4", "params": 1e9, "layers": 3, "hidden_size": 256, "heads": 4, "kv_heads": 1,
+            "head_dim": 128, "qk_rope_head_dim": 64, "index_head_dim": 128, "vocab_size": 1000, "context": 4096,
+            "moe_intermediate_size": 64, "compress_ratios": [0, 4, 128]}
+    spec = spec_from_mapping(base)
+    entry, index = spec.compressed_entry_bytes()
+    assert (entry, index) == (64 + 128 + 1 + 1, 132)
+    assert spec.kv_elements_for(130) == 33 * (entry + index) + 2 * entry
+    with pytest.raises(ValueError, match="compress_ratios"):
+        spec_from_mapping({**base, "compress_ratios": [0, 4]})
+    with pytest.raises(ValueError, match="expert_dtype"):
+        spec_from_mapping({**base, "expert_dtype": "int3"})

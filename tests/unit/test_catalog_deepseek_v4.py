@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from webhook.models.catalog import ModelSpec, builtin_catalog, computed_params, spec_from_mapping
+from webhook.models.catalog import ModelSpec, builtin_catalog, computed_params, entry_from_hf_config, spec_from_mapping
 from webhook.models.vram import EstimateRequest, shape_of, weights_bytes, weights_per_gpu
 from webhook.units.precision import PRECISIONS
 
@@ -137,3 +137,32 @@ def test_compressed_kv_rounds_entries_up_and_checks_its_fields() -> None:
         spec_from_mapping({**base, "compress_ratios": [0, 4]})
     with pytest.raises(ValueError, match="expert_dtype"):
         spec_from_mapping({**base, "expert_dtype": "int3"})
+
+
+# DeepSeek-V4-Flash's config.json, the keys the import reads (as the catalog entry's comment cites it).
+FLASH_CONFIG = {
+    "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",
+    "_name_or_path": "deepseek-ai/DeepSeek-V4-Flash",
+    "hidden_size": 4096, "num_hidden_layers": 43, "num_attention_heads": 64, "num_key_value_heads": 1,
+    "head_dim": 512, "qk_rope_head_dim": 64, "q_lora_rank": 1024, "o_lora_rank": 1024, "o_groups": 8,
+    "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 6, "moe_intermediate_size": 2048,
+    "num_hash_layers": 3, "index_n_heads": 64, "index_head_dim": 128, "index_topk": 512, "sliding_window": 128,
+    "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0], "vocab_size": 129280, "max_position_embeddings": 1048576,
+    "rope_scaling": {"type": "yarn", "factor": 16, "original_max_position_embeddings": 65536},
+    "num_nextn_predict_layers": 1, "expert_dtype": "fp4", "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]},
+}
+
+
+def test_importing_the_flash_config_gives_the_catalog_entry() -> None:
+    imported = spec_from_mapping(entry_from_hf_config(FLASH_CONFIG))
+    flash = _spec("deepseek-v4-flash")
+    for field in ("layers", "hidden_size", "heads", "kv_heads", "head_dim", "vocab_size", "context", "dtype",
+                  "experts", "experts_per_token", "shared_experts", "moe_intermediate_size", "q_lora_rank",
+                  "qk_rope_head_dim", "o_lora_rank", "o_groups", "index_head_dim", "index_n_heads",
+                  "compress_ratios", "expert_dtype", "mtp_layers", "sliding_window", "intermediate_size"):
+        assert getattr(imported, field) == getattr(flash, field), field
+    assert imported.params == pytest.approx(flash.params, rel=0.01)
+    assert imported.kv_elements_per_token() == flash.kv_elements_per_token()
+    base = spec_from_mapping(entry_from_hf_config({**FLASH_CONFIG, "expert_dtype": "fp8"}))
+    assert base.expert_dtype is None

@@ -868,6 +868,26 @@ def hybrid_fields(text: Mapping[str, Any], layers: int, hidden: int) -> dict[str
     return out
 
 
+def _compressed_fields(text: Mapping[str, Any], layers: int) -> dict[str, Any]:
+    """DeepSeek-V4's attention and expert fields (``compress_ratios`` present); {} for any other config.
+
+    ``compress_ratios`` lists one more ratio per MTP layer than there are layers: the main layers' are kept.
+    ``expert_dtype`` fp4 (vLLM's default when absent) means MXFP4 experts; fp8 (the Base checkpoints) none apart.
+    """
+    ratios = text.get("compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < layers:
+        return {}
+    out: dict[str, Any] = {"compress_ratios": [int(r) for r in ratios[:layers]], "first_dense_layers": 0}
+    for key in ("o_lora_rank", "o_groups", "index_head_dim", "index_n_heads"):
+        if _int(text.get(key)):
+            out[key] = int(text[key])
+    if str(text.get("expert_dtype") or "fp4").lower() == "fp4":
+        out["expert_dtype"] = "mxfp4"
+    if _int(text.get("num_nextn_predict_layers")):
+        out["mtp_layers"] = int(text["num_nextn_predict_layers"])
+    return out
+
+
 def _native_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     quant = config.get("quantization_config") or text.get("quantization_config")
     if isinstance(quant, Mapping):
@@ -969,12 +989,17 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
         if text.get(key):
             entry[key] = int(text[key])
+    entry.update(_compressed_fields(text, int(layers)))
     if text.get("kv_lora_rank"):
         entry["head_dim"] = int(text.get("v_head_dim") or head_dim)
     layer_types = text.get("layer_types")
     window = text.get("sliding_window")
     if text.get("use_sliding_window") is False:  # Qwen2-style configs name a window they do not use
         window = None
+    if text.get("compress_ratios"):
+        window = None  # DeepSeek-V4's window is one of its compressed cache's parts, not a windowed layer
+        if not inter:
+            del entry["intermediate_size"]  # every layer is MoE; there is no dense MLP to size
     if isinstance(window, int) and 0 < window < entry["context"]:
         entry["sliding_window"] = window
         if isinstance(layer_types, list) and layer_types:

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from webhook.cli.main import main
 from webhook.models.catalog import ModelSpec, builtin_catalog, computed_params, entry_from_hf_config, spec_from_mapping
 from webhook.models.vram import EstimateRequest, shape_of, weights_bytes, weights_per_gpu
 from webhook.units.precision import PRECISIONS
@@ -166,3 +167,11 @@ def test_importing_the_flash_config_gives_the_catalog_entry() -> None:
     assert imported.kv_elements_per_token() == flash.kv_elements_per_token()
     base = spec_from_mapping(entry_from_hf_config({**FLASH_CONFIG, "expert_dtype": "fp8"}))
     assert base.expert_dtype is None
+
+
+def test_models_show_gives_the_fp8_layouts_bytes_not_a_16bit_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "show", "deepseek-ai/DeepSeek-V4-Pro"]) == 0
+    out = capsys.readouterr().out
+    spec = _spec("deepseek-v4-pro")
+    assert f"kv_bytes_per_token_fp8_ds_mla: {spec.kv_elements_per_token()}" in out
+    assert "16bit" not in out

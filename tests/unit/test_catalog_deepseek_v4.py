@@ -174,4 +174,4 @@ def test_models_show_gives_the_fp8_layouts_bytes_not_a_16bit_figure(capsys: pyte
     out = capsys.readouterr().out
     spec = _spec("deepseek-v4-pro")
     assert f"kv_bytes_per_token_fp8_ds_mla: {spec.kv_elements_per_token()}" in out
-    assert "16bit" not in out
+    assert "kv_bytes_per_token_16bit" not in out

@@ -111,6 +111,9 @@ def test_weights_price_the_experts_at_mxfp4_and_the_rest_at_fp8() -> None:
     rest = pro.params - routed - pro.embedding_params
     expected = routed * PRECISIONS["mxfp4"].bits / 8 + rest + pro.embedding_params * 2
     assert total == pytest.approx(expected)
+    # Flash: "~160 GB" on disk (ai-dynamo/dynamo recipes/deepseek-v4-pro/README.md, "~865 GB vs. ~160 GB").
+    flash = _spec("deepseek-v4-flash")
+    assert 1.0 <= weights_bytes(flash.params, "fp8", shape_of(flash, flash.params), flash) / 160e9 <= 1.10
     # The Base checkpoint keeps its experts in fp8: about twice the bytes.
     assert weights_bytes(base.params, "fp8", shape_of(base, base.params), base) / total > 1.6
     # Another precision asked for (a requantization) prices every weight at it.

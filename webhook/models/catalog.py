@@ -321,8 +321,8 @@ def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
     if data["compress_ratios"] and len(data["compress_ratios"]) < int(data["layers"]):
         raise ValueError(f"{data.get('name')}: compress_ratios names {len(data['compress_ratios'])} of "
                          f"{data['layers']} layers")
-    if data.get("expert_dtype") not in (None, "mxfp4", "fp8"):
-        raise ValueError(f"{data.get('name')}: expert_dtype must be mxfp4 or fp8")
+    if data.get("expert_dtype") not in (None, "mxfp4"):
+        raise ValueError(f"{data.get('name')}: expert_dtype must be mxfp4 (experts stored as the rest need none)")
     for part in data["native_16bit"]:
         if not NATIVE_16BIT_PARTS.match(part):
             raise ValueError(f"{data.get('name')}: native_16bit part {part!r} is not attention, router or mlp.<i>")

@@ -286,9 +286,17 @@ def weights_bytes(params: float, precision: str, shape: Shape, spec: ModelSpec |
         towers = float((spec.vision_params or 0) + (spec.audio_params or 0)) if spec is not None else 0.0
         kept = min(params, shape.embedding_params + towers + _native_16bit(params, precision, spec))
         experts = min(params - kept, _native_experts(params, precision, spec))
-        expert_bytes = PRECISIONS[spec.expert_dtype].bits / 8 if experts and spec and spec.expert_dtype else 0.0
+        expert_bytes = EXPERT_BITS[spec.expert_dtype] / 8 if experts and spec and spec.expert_dtype else 0.0
         return (params - kept - experts) * p.bits / 8 + kept * 2 + experts * expert_bytes
     return params * p.bits / 8
+
+
+# Bits per routed-expert weight where a native checkpoint stores its experts apart (``ModelSpec.expert_dtype``):
+# DeepSeek-V4's MXFP4 experts as vLLM allocates them, two 4-bit values a byte and one e8m0 scale per 32
+# (vllm/model_executor/models/deepseek_v4.py DeepseekV4MegaMoEExperts: w13 [E, 2·i, h/2] and its scales
+# [E, 2·i, h/32], w2 likewise; the Mxfp4MoEMethod path holds the same). V4's sizes need no padding and its
+# experts no biases, so not the 4.6 bits gpt-oss's padded, biased MXFP4 layers cost (units/precision.py).
+EXPERT_BITS: dict[str, float] = {"mxfp4": 4 + 8 / 32}
 
 
 def _native_experts(params: float, precision: str, spec: ModelSpec | None) -> float:
@@ -322,7 +330,7 @@ def weights_per_gpu(req: EstimateRequest, total: float, spec: ModelSpec | None) 
     scale = req.params / spec.params if spec.params else 1.0
     p = PRECISIONS[req.precision]
     per_param = p.bits / 8 if not p.gguf else total / req.params
-    expert_param = (PRECISIONS[spec.expert_dtype].bits / 8 if spec.expert_dtype and req.precision == spec.dtype
+    expert_param = (EXPERT_BITS[spec.expert_dtype] / 8 if spec.expert_dtype and req.precision == spec.dtype
                     else per_param)
     experts = spec.routed_expert_params() * scale * expert_param if req.expert_split else 0.0
     if experts and req.redundant_experts and spec.experts:

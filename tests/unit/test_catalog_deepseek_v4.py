@@ -53,6 +53,9 @@ def test_the_hub_ids_resolve() -> None:
                       ("/raid/models/deepseek-ai/DeepSeek-V4-Flash", "deepseek-v4-flash")):
         found = CAT.resolve(ref)
         assert found is not None and found.spec.name == name and found.quantization is None, ref
+    # SGLang's FP8 repack for Hopper keeps the experts in fp8: sized as the fp8-expert checkpoint, not the fp4 one.
+    found = CAT.resolve("sgl-project/DeepSeek-V4-Flash-FP8")
+    assert found is not None and found.spec.name == "deepseek-v4-flash-base" and found.spec.expert_dtype is None
     # A requantization (NVIDIA ModelOpt's naming) is the same model at the precision its name says.
     found = CAT.resolve("nvidia/DeepSeek-V4-Pro-NVFP4")
     assert found is not None and found.spec.name == "deepseek-v4-pro" and found.quantization == "nvfp4"

@@ -9,6 +9,7 @@ import pytest
 from webhook.cli.main import main
 from webhook.models.catalog import ModelSpec, builtin_catalog, computed_params, entry_from_hf_config, spec_from_mapping
 from webhook.models.vram import EstimateRequest, shape_of, weights_bytes, weights_per_gpu
+from webhook.units.precision import kv_bytes
 
 CAT = builtin_catalog()
 GIB = 1024**3
@@ -103,6 +104,10 @@ def test_an_unstated_kv_dtype_is_fp8_for_v4_only() -> None:
     assert EstimateRequest(params=v4.params, precision="fp8", spec=v4).kv_cache_dtype == "fp8"
     assert EstimateRequest(params=v4.params, precision="fp8", spec=v4, kv_cache_dtype="bf16").kv_cache_dtype == "bf16"
     assert EstimateRequest(params=v3.params, precision="fp8", spec=v3).kv_cache_dtype is None
+
+
+def test_vllms_fp8_ds_mla_kv_dtype_is_an_fp8_cache() -> None:
+    assert kv_bytes("fp8", "fp8_ds_mla") == 1.0
 
 
 def test_weights_price_the_experts_at_mxfp4_and_the_rest_at_fp8() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from webhook.cli.main import main
+from webhook.engines.vllm import compressed_prefill_workspace
 from webhook.models.catalog import ModelSpec, builtin_catalog, computed_params, entry_from_hf_config, spec_from_mapping
 from webhook.models.vram import EstimateRequest, shape_of, weights_bytes, weights_per_gpu
 from webhook.units.precision import kv_bytes
@@ -224,3 +225,11 @@ def test_the_published_pro_dp8_ep_on_8_h200_at_800k_is_admitted(
     [result] = [r for r in results if r.get("estimate")]
     assert result["verdict"] == "admit"
     assert "deepseek-v4-pro" in result["sources"]["model"]
+
+
+def test_vllm_reserves_the_v4_prefill_gather_workspace() -> None:
+    # deepseek_v4_attention.py: 4 requests x (max_model_len / 4 compressed entries + batched tokens) x 512 bf16.
+    pro, v3 = _spec("deepseek-v4-pro"), _spec("deepseek-v3.2-exp")
+    assert compressed_prefill_workspace(pro, 1 << 20, 8192) == 4 * ((1 << 20) // 4 + 8192) * 512 * 2
+    assert compressed_prefill_workspace(pro, 1 << 20, 8192) > compressed_prefill_workspace(pro, 1 << 16, 8192)
+    assert compressed_prefill_workspace(v3, 1 << 20, 8192) == 0.0

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from webhook.cli.main import main
-from webhook.engines.vllm import compressed_prefill_workspace
+from webhook.engines.vllm import compressed_prefill_workspace, compressed_window_bytes
 from webhook.models.catalog import ModelSpec, builtin_catalog, computed_params, entry_from_hf_config, spec_from_mapping
 from webhook.models.vram import EstimateRequest, shape_of, weights_bytes, weights_per_gpu
 from webhook.units.precision import kv_bytes
@@ -225,6 +225,17 @@ def test_the_published_pro_dp8_ep_on_8_h200_at_800k_is_admitted(
     [result] = [r for r in results if r.get("estimate")]
     assert result["verdict"] == "admit"
     assert "deepseek-v4-pro" in result["sources"]["model"]
+
+
+def test_vllm_keeps_a_window_cache_in_every_v4_layer() -> None:
+    # sparse_swa.py: a SlidingWindowMLASpec of window 128 in blocks of 64 tokens, 584 bytes a token, per layer.
+    pro = _spec("deepseek-v4-pro")
+    blocks = -(-(128 - 1 + 8192) // 64) + 1
+    assert compressed_window_bytes(pro, 1 << 20, 8192) == 61 * blocks * 64 * 584
+    assert compressed_window_bytes(pro, 100, 8192) == 61 * (-(-100 // 64) + 1) * 64 * 584
+    assert compressed_window_bytes(_spec("deepseek-v3.2-exp"), 1 << 20, 8192) == 0.0
+    # The window does not cap the compressed caches anywhere an estimate reads the shape.
+    assert shape_of(pro, pro.params).sliding_window is None
 
 
 def test_vllm_reserves_the_v4_prefill_gather_workspace() -> None:

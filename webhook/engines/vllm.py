@@ -413,7 +413,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     if req.max_num_seqs or req.batched_tokens:
         seqs_lo, tokens_lo = (req.max_num_seqs or seqs_lo), (req.batched_tokens or tokens_lo)
 
-    kv_seq = _kv_for_sequence(layout, req.context, tokens, v)
+    kv_seq = _kv_for_sequence(layout, req.context, tokens, v) + compressed_window_bytes(spec, req.context, tokens)
     kv_total = kv_seq * req.batch  # only a declared reservation (vramgate.io/batch-size) multiplies it
     kv_per_gpu = kv_total / kv_shards / pp / max(req.kv_split, 1)
     pool = hybrid_pool(req, spec, tp) if v1 else None
@@ -523,6 +523,25 @@ def compressed_prefill_workspace(spec: ModelSpec | None, context: int, batched_t
     ratio = min((r for r in spec.compress_ratios if r > 1), default=0)
     entries = -(-context // ratio) if ratio else 0
     return float(V4_PREFILL_CHUNK * (entries + batched_tokens) * spec.head_dim * 2)
+
+
+# DeepSeek-V4's window cache pages (vllm/v1/attention/backends/mla/sparse_swa.py DeepseekV4SWACache.block_size:
+# "the SWA block size of 64 tokens per block").
+V4_WINDOW_BLOCK = 64
+
+
+def compressed_window_bytes(spec: ModelSpec | None, context: int, batched_tokens: int) -> float:
+    """Bytes of the window cache every DeepSeek-V4 layer keeps for one sequence; 0 for other models.
+
+    Each layer's attention has a ``DeepseekV4SWACache`` (deepseek_v4_attention.py) whose ``SlidingWindowMLASpec``
+    holds, as vLLM's ``SlidingWindowSpec.max_memory_usage_bytes`` sizes it, cdiv(min(window − 1 +
+    max_num_batched_tokens, max_model_len), block) + 1 blocks of 64 tokens, at the 584-byte fp8_ds_mla entry.
+    """
+    if spec is None or not spec.compressed_kv or not spec.sliding_window:
+        return 0.0
+    tokens = min(spec.sliding_window - 1 + batched_tokens, context)
+    blocks = -(-tokens // V4_WINDOW_BLOCK) + 1
+    return float(spec.layers * blocks * V4_WINDOW_BLOCK * spec.compressed_entry_bytes()[0])
 
 
 def _mtp_weights(req: EstimateRequest, spec: ModelSpec | None, total: float) -> float:

@@ -261,9 +261,10 @@ class ModelSpec:
 
         vLLM gives a layer of ratio m > 1 a cache of ceil(tokens / m) entries (``storage_block_size`` =
         block_size // compress_ratio) and ratio-4 layers an indexer cache of as many keys ("Only C4A uses
-        sparse attention and hence has indexer", deepseek_v4.py). Left out: the 128-token window every layer
-        also keeps (window − 1 + the tokens being prefilled, at ``entry`` bytes: a few hundred MiB a sequence)
-        and the pages' rounding to 576 bytes (``alignment=576``: under 2 % at block size 256).
+        sparse attention and hence has indexer", deepseek_v4.py). Left out: the ``sliding_window`` every layer
+        also keeps (window − 1 + the tokens being prefilled, which the vLLM model adds: engines/vllm.py
+        ``compressed_window_bytes``) and the pages' rounding to 576 bytes (``alignment=576``: under 2 % at block
+        size 256).
         """
         entry, index = self.compressed_entry_bytes()
         total = 0
@@ -997,7 +998,9 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     if text.get("use_sliding_window") is False:  # Qwen2-style configs name a window they do not use
         window = None
     if text.get("compress_ratios"):
-        window = None  # DeepSeek-V4's window is one of its compressed cache's parts, not a windowed layer
+        if isinstance(window, int) and window > 0:
+            entry["sliding_window"] = window  # kept in every layer beside the compressed caches: no windowed layers
+        window = None
         if not inter:
             del entry["intermediate_size"]  # every layer is MoE; there is no dense MLP to size
     if isinstance(window, int) and 0 < window < entry["context"]:

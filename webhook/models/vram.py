@@ -83,7 +83,8 @@ def shape_of(spec: ModelSpec | None, params: float) -> Shape:
         kv_heads=spec.kv_heads,
         embedding_params=min(spec.embedding_params, params),
         mla=bool(spec.kv_lora_rank),
-        sliding_window=spec.sliding_window,
+        # DeepSeek-V4's window is kept beside its compressed caches, not instead of them: no window caps its KV.
+        sliding_window=None if spec.compressed_kv else spec.sliding_window,
         known=True,
     )
 

@@ -990,9 +990,15 @@ def test_gpu_workloads_only_match_conditions(render: Render) -> None:
         for r in resources_of_vendors():
             assert expr.count(f"'{r}' in c.resources.limits") == 6 and f"t.key == '{r}'" in expr, r
         # Slices named per profile (MIG mixed, AMD partitions) by prefix: no fixed list holds them.
-        prefixes = "k.startsWith('nvidia.com/mig-') || k.startsWith('amd.com/')"
+        # Volcano's vGPUs (volcano.sh/vgpu-number, -memory) too: a pod asking them has no nvidia.com/gpu.
+        prefixes = "k.startsWith('nvidia.com/mig-') || k.startsWith('amd.com/') || k.startsWith('volcano.sh/vgpu-')"
         assert expr.count(f"c.resources.limits.exists(k, {prefixes})") == 6, expr
         assert expr.count(f"c.resources.requests.exists(k, {prefixes})") == 6, expr
+        # KAI-Scheduler's shares are pod annotations with no GPU resource: one test per pod location.
+        for meta in ("object.metadata", "object.spec.jobTemplate.spec.template.metadata",
+                     "object.spec.template.metadata"):
+            assert (f"has({meta}) && has({meta}.annotations) && ('gpu-fraction' in {meta}.annotations || "
+                    f"'gpu-memory' in {meta}.annotations)") in expr, meta
     own = one(render({"config": {"labels": {"mig_resource_prefix": "example.com/mig-"}}}, namespace=NS),
               "ValidatingWebhookConfiguration")["webhooks"][0]["matchConditions"][0]["expression"]
     assert "k.startsWith('example.com/mig-') || k.startsWith('nvidia.com/mig-')" in own

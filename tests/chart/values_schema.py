@@ -180,6 +180,7 @@ def values_schema() -> Schema:
                 "gpuWorkloadsOnly": BOOL,
                 "acceleratorResources": {"type": "array", "items": STRING},
                 "acceleratorResourcePrefixes": {"type": "array", "items": STRING},
+                "shareAnnotations": {"type": "array", "items": STRING},
                 "unregisterOnUninstall": BOOL,
                 "excludedNamespaces": {"type": "array", "items": STRING},
                 "autofit": obj({"enabled": BOOL},

@@ -62,7 +62,8 @@ def test_explain_names_every_input(tmp_path: Path, capsys: pytest.CaptureFixture
     path.write_text(MANIFEST)
     main(["check", "--explain", "-f", str(path), "--nodes", str(NODES)])
     out = capsys.readouterr().out
-    assert "input: model: arg vllm serve <model> (via env MODEL_ID) → catalog llama-3.1-70b-instruct" in out
+    assert ("input: model: arg vllm serve <model> (via env MODEL_ID, ConfigMap llm-config key MODEL_ID by envFrom)"
+            " → catalog llama-3.1-70b-instruct") in out
     assert "input: context: arg --max-model-len" in out
     assert "engine: vLLM 0.10.1 V1: the KV pool must hold one 8192-token sequence" in out
 

@@ -164,10 +164,16 @@ def test_hami_gpumem_is_the_declared_vram(capsys: pytest.CaptureFixture[str], tm
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [c]}}
     code, out, _ = run(capsys, tmp_path, [pod])  # 30000 MiB on a 23034 MiB L4: cannot be granted
     assert code == 1 and "needs 29.3 GiB VRAM per GPU" in out, out
+    # 12000 MiB for an 8B model in bf16 (15 GiB of weights): HAMi-core caps the device there, so vLLM cannot load
+    # it. Before issue 41 the share was taken as the need and this was admitted.
     c["resources"]["limits"]["nvidia.com/gpumem"] = 12000
     code, out, _ = run(capsys, tmp_path, [pod])
-    assert code == 0 and out.startswith("ADMIT   pod/p: 11.7 GiB per GPU (declared resource nvidia.com/gpumem "
-                                        "(12000 MiB per GPU))"), out
+    assert code == 1 and out.startswith("REJECT  pod/p asks HAMi for nvidia.com/gpumem 12000 MiB of each GPU, but "
+                                        "llama-3.1-8b-instruct on vllm needs 16.4 GiB"), out
+    assert "Try: nvidia.com/gpumem: " in out
+    c["resources"]["limits"]["nvidia.com/gpumem"] = 20000  # 0.9 of it holds the band's low end, on an L4
+    code, out, _ = run(capsys, tmp_path, [pod])
+    assert code == 0 and out.startswith("ADMIT   pod/p: 19.5 GiB per GPU (declared nvidia.com/gpumem 20000 MiB)"), out
 
 
 def test_a_knative_service_is_read_as_its_revision() -> None:

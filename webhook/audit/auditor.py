@@ -19,7 +19,7 @@ from typing import Any
 
 from ..cluster.snapshot import Snapshot
 from ..config import Config
-from ..kinds import RUNTIME_KINDS, Runtimes
+from ..kinds import ATTACHED_KINDS, RUNTIME_KINDS, Runtimes
 from ..kube.apiserver import ApiError, RawApi
 from ..kube.events import event_body as new_event
 from ..metrics import Metrics
@@ -199,8 +199,9 @@ class Auditor:
         runtimes = Runtimes.of(objects)
         versions = frozenset((str(o.get("kind")), str((o.get("metadata") or {}).get("uid")),
                               str((o.get("metadata") or {}).get("resourceVersion")))
-                             for o in objects if str(o.get("kind")) in RUNTIME_KINDS)
-        if versions != self._runtimes:  # a runtime changed: the workloads that name it may judge differently
+                             for o in objects if str(o.get("kind")) in RUNTIME_KINDS | ATTACHED_KINDS)
+        # A runtime changed, or a ModelClaim: the workloads that name it (its pool) may judge differently.
+        if versions != self._runtimes:
             self._memo.clear()
             self._runtimes = versions
         modes = snapshot.enforcement

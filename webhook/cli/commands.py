@@ -69,6 +69,10 @@ def cmd_check(args: argparse.Namespace, config: Config) -> int:
     for path in args.file:
         read_text(path)  # an unreadable file first (exit 2); a broken document is reported beside the rest
     snapshot = _snapshot(args, config)
+    if getattr(args, "hub", False):
+        from .hub import with_hub
+
+        catalog = with_hub(args.file, snapshot, config, catalog)
     if args.autofit:
         return run_autofit(args.file, snapshot, config, catalog)
     return run_check(args.file, args.output, snapshot, config, catalog, fix=args.fix,

@@ -76,6 +76,10 @@ def _check(p: argparse.ArgumentParser) -> None:
                    help="print, as a diff, what autofit (vramgate.io/autofit) would change in each rejected "
                    "workload, opted in or not; files are not changed. Exit 0 when every workload is then "
                    "admitted, 1 when some has no eligible fix")
+    p.add_argument("--hub", action="store_true",
+                   help="first read hub ids the catalog does not know from the model hub (config hub.endpoint, "
+                   "else HF_ENDPOINT, else huggingface.co; token: hub.token_file, else HF_TOKEN), kept under "
+                   "$XDG_CACHE_HOME/vramgate/hub; a hub that cannot answer is a warning, the check runs without it")
 
 
 def _estimate(p: argparse.ArgumentParser) -> None:

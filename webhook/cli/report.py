@@ -23,6 +23,7 @@ from ..cluster.snapshot import Snapshot
 from ..config import Config
 from ..decide.verdict import Judgement, judge
 from ..kinds import nothing_to_judge
+from ..kinds.view import PodView
 from ..models.catalog import Catalog
 from .inputs import Inputs, gather
 
@@ -56,6 +57,8 @@ class Result:
     skipped: bool = False  # a document with nothing to judge (the text output names it; the others leave it out)
     explain: list[str] = field(default_factory=list)  # ``--explain``: where each input came from, engine notes
     last_of_object: bool = True  # the object's last result (its warnings follow it in the text form)
+    # What /mutate would apply (json and yaml output, admitted workloads): see :func:`mutation_of`.
+    mutation: dict[str, Any] | None = None
 
     @property
     def verdict(self) -> str:
@@ -68,7 +71,41 @@ class Result:
             "verdict": self.verdict, "code": self.code, "message": self.message or self.summary,
             "warnings": list(self.warnings), "estimate": self.estimate, "sources": dict(self.sources),
             "fixes": [f.as_dict() for f in self.fixes],
+            **({"mutation": self.mutation} if self.mutation is not None else {}),
         }
+
+
+def pod_of(view: PodView) -> dict[str, Any]:
+    """The Pod a workload's controller creates from its template, as /mutate receives it (name left to the
+    controller)."""
+    meta = dict(view.meta)
+    if view.namespace:
+        meta["namespace"] = view.namespace
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": view.spec}
+
+
+def mutation_of(obj: dict[str, Any], judgement: Judgement, view: PodView | None,
+                snapshot: Snapshot, config: Config) -> dict[str, Any] | None:
+    """The JSON Patches the mutating webhook applies for an admitted workload, None for a rejected one.
+
+    ``object``: to the object as written (a Pod, a batch Job's failure policy, a ResourceClaim's memory
+    selector; nothing for the kinds /mutate leaves alone, such as Deployments). ``pods``: to each Pod the
+    workload's controller creates from its pod template, computed with the workload's own judgement (the one
+    its pods get: the same model, engine and GPUs per pod). ``warnings``: what /mutate says about its changes.
+    """
+    if not judgement.allowed or judgement.demand is None:
+        return None
+    from ..decide.mutation import mutation
+
+    own, notes = mutation(obj, judgement, config, snapshot.priority_classes)
+    if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1":
+        pods = own
+    elif view is not None:
+        pods, more = mutation(pod_of(view), judgement, config, snapshot.priority_classes)
+        notes = [*notes, *(n for n in more if n not in notes)]
+    else:
+        pods = []
+    return {"object": own, "pods": pods, "warnings": notes}
 
 
 def _estimate(j: Judgement) -> dict[str, Any] | None:
@@ -106,8 +143,10 @@ def collect(
 
 
 def judge_inputs(inputs: Inputs, config: Config, catalog: Catalog, *, with_fixes: bool = True,
-                 with_skipped: bool = False) -> list[Result]:
-    """The judged results every output form renders: one per workload, or per role of a multi-role kind."""
+                 with_skipped: bool = False, with_mutation: bool = False) -> list[Result]:
+    """The judged results every output form renders: one per workload, or per role of a multi-role kind.
+
+    ``with_mutation`` adds to each admitted result what /mutate would apply (:func:`mutation_of`)."""
     snapshot, runtimes = inputs.snapshot, inputs.runtimes
     again = rejudger(snapshot, config, catalog, runtimes)
     results: list[Result] = []
@@ -127,13 +166,14 @@ def judge_inputs(inputs: Inputs, config: Config, catalog: Catalog, *, with_fixes
                     message="", warnings=list(whole.warnings), skipped=True,
                     summary=nothing_to_judge(obj)))
             continue
-        parts: list[tuple[Judgement, str, str | None, int | None]]
+        parts: list[tuple[Judgement, str, str | None, int | None, PodView | None]]
         if whole.roles:
-            parts = [(r.judgement, r.role.view.ref, r.role.name or None, i) for i, r in enumerate(whole.roles)]
+            parts = [(r.judgement, r.role.view.ref, r.role.name or None, i, r.role.view)
+                     for i, r in enumerate(whole.roles)]
         else:
             ref = whole.view.ref if whole.view else f"{kind.lower()}/{name}"
-            parts = [(whole, ref, None, None)]
-        for n, (j, ref, role, index) in enumerate(parts):
+            parts = [(whole, ref, None, None, whole.view)]
+        for n, (j, ref, role, index, view) in enumerate(parts):
             # Warnings of the object (each already naming its role) go with its first result.
             warnings = list(whole.warnings) if n == 0 else []
             fixes = fixes_for(obj, j, index, snapshot, again) if with_fixes and not j.allowed else []
@@ -146,6 +186,7 @@ def judge_inputs(inputs: Inputs, config: Config, catalog: Catalog, *, with_fixes
                 warnings=warnings, estimate=_estimate(j), sources=dict(j.demand.sources) if j.demand else {},
                 fixes=fixes, summary=j.summary() if j.allowed else "", explain=explain,
                 last_of_object=n == len(parts) - 1,
+                mutation=mutation_of(obj, j, view, snapshot, config) if with_mutation else None,
             ))
     return results
 
@@ -309,7 +350,8 @@ def run_check(files: Sequence[str], output: str, snapshot: Snapshot, config: Con
 
     inputs = gather(files, snapshot, config)
     # The text form offers no fixes: it does not pay for them.
-    results = judge_inputs(inputs, config, catalog, with_skipped=True, with_fixes=fix or output != "text")
+    results = judge_inputs(inputs, config, catalog, with_skipped=True, with_fixes=fix or output != "text",
+                           with_mutation=output in ("json", "yaml"))
     rejected = any(not r.allowed for r in results)
     if not fix:
         sys.stdout.write(render(results, output, explain))

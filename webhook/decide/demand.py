@@ -52,6 +52,8 @@ from ..units.declaration import DeclarationError
 from ..units.precision import ACCEPTED as PRECISIONS_ACCEPTED
 from ..units.precision import PRECISIONS, canonical, is_kv_dtype
 from ..units.quantity import QuantityError, parse_count, parse_fraction, parse_positive_int, parse_size_mib
+from .model_source import described, make_known, with_operator_field
+from .shares import Share, mib_amount
 from .slices import slice_pods
 from .storage import downloaded_model, is_location, mounted_file, stored_model
 
@@ -109,6 +111,9 @@ class Demand:
     # The vendor's finer resource the pod asks instead of devices (aws.amazon.com/neuroncore): ``gpus`` then counts
     # cores, judged on each node's cores at a core's share of its device's memory. "" for devices.
     unit: str = ""
+    # The share of each GPU the pod states to a GPU-sharing system (HAMi, Volcano vGPU, KAI): then ``estimate`` is
+    # its model's on whole GPUs and the share places it (decide/shares.py).
+    share: Share | None = None
 
     @property
     def per_gpu_mib(self) -> int | None:
@@ -277,11 +282,8 @@ def _gpu_memory_resource(view: PodView, names: list[str]) -> tuple[int, dict[str
                 continue
             for name in names:
                 if name in amounts:
-                    try:
-                        return max(int(str(amounts[name])), 0), c, name
-                    except ValueError:
-                        raise DeclarationError(f"container {c.get('name', '?')} {section}[{name}]",
-                                               str(amounts[name]), "use a whole number of MiB") from None
+                    # In canonical form from kube-apiserver: 8000 arrives as "8k".
+                    return mib_amount(amounts[name], f"container {c.get('name', '?')} {section}[{name}]"), c, name
     return None
 
 
@@ -615,7 +617,11 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         sources.append(("vram", vram_found.source if vram_found else d.A_VRAM))
         return done(explicit_vram_mib=explicit, utilization=util_declared or 1.0)
 
-    model_found = _first(_annotation(ann, d.A_MODEL), settings.get("model"), _env_model(main))
+    model_found = with_operator_field(
+        view, _first(_annotation(ann, d.A_MODEL), settings.get("model"), _env_model(main)))
+    if model_found is not None:
+        # Said once, where it was found (the variable, its ConfigMap key, the script's command), before any hop.
+        model_found = Found(model_found.value, described(main, model_found, lookup))
     params_found = _annotation(ann, d.A_PARAMS)
     params = _parse(params_found, parse_count, "use a parameter count such as 15B, 7.6b, 350M or 1.5e9")
     model = model_found.value if model_found else None
@@ -646,9 +652,8 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
                             f"{where} names (set {d.A_MODEL} to say it outright)")
             model_found = Found(model_found.value, f"{model_found.source}, sized by {where}")
     if model_found:
-        via = _via_env(main, model_found)
         hop = f" → {stored.where}" if stored else ""
-        sources.append(("model", f"{model_found.source}{via}{hop}" + (f" → catalog {spec.name}" if spec else "")))
+        sources.append(("model", f"{model_found.source}{hop}" + (f" → catalog {spec.name}" if spec else "")))
         if stored is not None and spec is not None:
             place = f"where {model} is stored" if model_found.source != "the model an init container downloads" \
                 else "what an init container downloads"
@@ -663,17 +668,19 @@ def read_demand(view: PodView, config: Config, catalog: Catalog, lookup: ConfigM
         unknown_model = model_found.value
         if params is not None:
             warnings.append(f"model {model_found.value!r} is not in the catalog; assumed {params / 1e9:.3g}B "
-                            f"parameters from its name (set {d.A_MODEL} to a catalog name or {d.A_PARAMS})")
+                            f"parameters from its name (set {d.A_MODEL} to a catalog name or {d.A_PARAMS}); "
+                            f"{make_known(model_found.value)}")
         elif model_found.source == d.A_MODEL and not (config.hub.enabled and repo_id(model_found.value)):
             # With the hub on, an unknown hub id is asked for (serve/hub.py) and judged once it is known.
             raise DeclarationError(
                 d.A_MODEL, model_found.value,
-                f"it is not in the catalog; set {d.A_PARAMS} (e.g. 15B) or {d.A_VRAM} (e.g. 40Gi), "
-                "or add the model to the config's models list",
+                f"it is not in the catalog; set {d.A_PARAMS} (e.g. 15B) or {d.A_VRAM} (e.g. 40Gi); "
+                f"{make_known(model_found.value)}",
             )
         else:
             warnings.append(f"model {model_found.value!r} ({model_found.source}) is not in the catalog; "
-                            f"no VRAM check: set {d.A_MODEL} to a catalog model, or {d.A_PARAMS} or {d.A_VRAM}")
+                            f"no VRAM check: set {d.A_MODEL} to a catalog model, or {d.A_PARAMS} or {d.A_VRAM}; "
+                            f"{make_known(model_found.value)}")
     if params is None:
         runs = _runs(main.container) if main.settings is None else ""
         if model_found is None and runs:
@@ -782,19 +789,6 @@ def _relevant_unknown_env(main: ContainerReading) -> list[str]:
         elif name in twins or f"$({name})" in text or f"${name}" in text or f"${{{name}" in text:
             out.append(name)
     return out
-
-
-def _via_env(main: ContainerReading, found: Found) -> str:
-    """`` (via $(MODEL_ID))`` when the value reached the command line from an env variable."""
-    if found.source.startswith("env") or found.source.startswith("vramgate.io/"):
-        return ""
-    text = main.command_text
-    if "$" not in text:
-        return ""
-    for name, value in main.env.items():
-        if value == found.value and (f"$({name})" in text or f"${name}" in text or f"${{{name}" in text):
-            return f" (via env {name})"
-    return ""
 
 
 def _env_model(main: ContainerReading) -> Found | None:

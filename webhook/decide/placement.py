@@ -703,10 +703,15 @@ def _vram_ok_anywhere(need: Need, nodes: list[NodeGPUs]) -> bool:
     )
 
 
+def _declared_in(demand: Demand) -> str:
+    """The field a declared need was read from: vramgate.io/vram, or a GPU-sharing system's share."""
+    return demand.share.source.split(" ", 1)[1] if demand.share is not None else "vramgate.io/vram"
+
+
 def _breakdown(demand: Demand) -> str:
     est = demand.estimate
     if est is None:
-        return f"declared {demand.total_mib and _gib(demand.total_mib)} GiB in vramgate.io/vram"
+        return f"declared {demand.total_mib and _gib(demand.total_mib)} GiB in {_declared_in(demand)}"
     return est.summary().split(": ", 1)[1]
 
 
@@ -822,6 +827,8 @@ def structured_suggestions(demand: Demand, nodes: list[NodeGPUs]) -> list[Sugges
     """:func:`suggestions` with the semantic changes behind each text (for `vramgate check` fixes)."""
     est = demand.estimate
     if est is None:
+        if demand.share is not None:  # a share is per GPU: more GPUs do not split it
+            return [Suggestion(f"{_declared_in(demand)}: {max(n.vram_mib for n in nodes)} at most (the largest GPU)")]
         most = max(n.capacity for n in nodes)
         return [Suggestion(f"lower vramgate.io/vram, or request up to {most} GPUs to split it")]
     largest = max(nodes, key=lambda n: n.vram_mib)

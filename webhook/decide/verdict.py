@@ -5,12 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..cluster.accelerators import resources_of_vendors
+from ..cluster.accelerators import NVIDIA, resources_of_vendors
 from ..cluster.dra import CLAIM_KIND, TEMPLATE_KIND, DraView, claim_spec_of, matching, pod_claims
 from ..cluster.snapshot import Snapshot
 from ..cluster.usage import container_gpus
 from ..config import Config, Enforcement
-from ..kinds import POD_KINDS, Context, PodView, Role, RoleSet, Runtimes, WorkloadError, is_builtin, pod_view, roles
+from ..kinds import (
+    POD_KINDS,
+    Context,
+    PodView,
+    Role,
+    RoleSet,
+    Runtimes,
+    WorkloadError,
+    is_builtin,
+    pod_view,
+    roles,
+    with_attachments,
+)
 from ..models.catalog import Catalog
 from ..units.bounds import OverBudget, TooLarge
 from ..units.declaration import DeclarationError
@@ -27,6 +39,7 @@ from .rules import (
     spans_hosts,
 )
 from .scaleup import after_scale_up
+from .shares import Share, as_whole_gpus, judge_share, larger_fraction, share_of
 from .smaller_slice import smaller_slice_warnings, whole_gpu_warnings
 
 
@@ -68,6 +81,7 @@ FITS, REROUTED, NOT_JUDGED = "fits", "rerouted", "not-judged"
 # Past a bound of units/bounds.py (a script, a flag list, embedded YAML, nesting, the review's CPU budget):
 # admitted unjudged, with the warning saying which.
 TOO_LARGE, OVER_BUDGET = "too-large", "over-budget"
+SHARE_TOO_SMALL = "ShareTooSmall"  # a GPU share capped by HAMi-core below what the pod's model needs
 SPANS_HOSTS = "slice-spans-hosts"  # admitted unchecked: the pod's slice spans hosts whose chips one host cannot show
 
 
@@ -161,7 +175,9 @@ def _judge(obj: dict[str, Any], snapshot: Snapshot, config: Config, catalog: Cat
         except WorkloadError as exc:
             return _deny(enforcement, "malformed", f"{obj.get('kind', 'object')}: {exc}")
         assert view is not None
-        return _judge_view(view, snapshot, config, catalog, enforcement, runtimes)
+        view, note = with_attachments(view, runtimes)
+        judged = _judge_view(view, snapshot, config, catalog, enforcement, runtimes)
+        return replace(judged, warnings=(*judged.warnings, note)) if note else judged
     try:
         found = roles(obj, Context(namespace, runtimes, config.labels.gpu_resource, resources_of_vendors()))
     except WorkloadError as exc:
@@ -258,12 +274,21 @@ def _judge_view(
         view.containers()
     except WorkloadError as exc:
         return _deny(enforcement, "malformed", f"{view.ref}: {exc}", view=view)
+    share_denial: str | None = None
     try:
         # ConfigMaps in the files `vramgate check -f` reads resolve env (never Secrets).
-        demand = read_demand(view, config, catalog, runtimes.configmap if runtimes else None,
-                             dra=dra or snapshot.dra)
+        lookup = runtimes.configmap if runtimes else None
+        share = share_of(view, config)
+        if share is None:
+            demand = read_demand(view, config, catalog, lookup, dra=dra or snapshot.dra)
+        else:
+            largest = next((n.vram_mib for n in snapshot.by_vram if n.vendor == NVIDIA), None)
+            demand, share_denial = _shared_demand(view, share, config, catalog, lookup, dra or snapshot.dra, largest)
     except DeclarationError as exc:
         return _deny(enforcement, "declaration", f"{view.ref}: {exc}", view=view)
+    if share_denial is not None:
+        assert demand is not None
+        return _deny(enforcement, SHARE_TOO_SMALL, share_denial, demand.warnings, demand, view)
     if demand is None:
         problem = non_gpu_on_gpu_nodes(view, snapshot, config)
         if problem is None:
@@ -283,6 +308,14 @@ def _judge_view(
         verdict = after_scale_up(demand, verdict, snapshot.scale_up, demand.gpu_resource)
     if not verdict.admit:
         message = verdict.message
+        share = demand.share
+        if share is not None and share.enforced and share.fraction and demand.min_per_gpu_mib and snapshot.by_vram:
+            largest = next((n.vram_mib for n in snapshot.by_vram if n.vendor == demand.vendor), 0)
+            hint = larger_fraction(share, demand.min_per_gpu_mib, demand.utilization / share.fraction,
+                                   largest) if largest else ""
+            if hint:  # the share first: it is what the user wrote
+                message = (message.replace(". Try: ", f". Try: {hint}; ", 1) if ". Try: " in message
+                           else f"{message}. Try: {hint}")
         if snapshot.sliced and not demand.mig:  # the rejection path only: a slice by profile may hold it
             message += "".join(f" {w[0].upper()}{w[1:]}." for w in whole_gpu_warnings(Need.of(demand), snapshot.sliced))
         return _deny(enforcement, str(verdict.code), message, tuple(warnings), demand, view)
@@ -308,6 +341,26 @@ def _judge_view(
         dra_fits, said = _extended_steering(demand, verdict.fitting, snapshot)
         warnings.extend(said)
     return Judgement(True, FITS, warnings=tuple(warnings), demand=demand, view=view, dra_extended_fits=dra_fits)
+
+
+def _shared_demand(view: PodView, share: Share, config: Config, catalog: Catalog, lookup: Any,
+                   dra: DraView, largest_mib: int | None) -> tuple[Demand | None, str | None]:
+    """The demand of a pod that states a GPU share: its model priced on whole GPUs, placed by the share; and the
+    denial when the share (capped by HAMi-core) cannot hold the model."""
+    labels = config.labels
+    whole = as_whole_gpus(view, share, labels.gpu_resource, tuple(labels.gpu_memory_resources))
+    model = read_demand(whole, config, catalog, lookup, dra=dra)
+    if model is None:
+        return None, None
+    declared_util = any(k == "gpu-memory-utilization" for k, _ in model.sources)
+    low = model.estimate.low_per_gpu_mib if model.estimate else None
+    high = model.estimate.high_per_gpu_mib if model.estimate else None
+    finding = judge_share(share, low, high, model.utilization, model.engine, declared_util,
+                          model.spec.name if model.spec else model.model, view.ref, largest_mib)
+    sources = (*model.sources, ("vram" if share.mib is not None else "share", share.said()))
+    demand = replace(model, **finding.demand_changes, share=share, sources=sources,
+                     warnings=(*model.warnings, *finding.warnings))
+    return demand, finding.denial
 
 
 def _extended_steering(demand: Demand, fitting: Fitting, snapshot: Snapshot) -> tuple[bool, list[str]]:

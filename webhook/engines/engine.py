@@ -138,6 +138,9 @@ class Engine:
     fix_values: Mapping[str, str] = field(default_factory=dict)
     # A launch command given a node's GPUs where it declares none (the provisioned instance type's count).
     give_gpus: Callable[[list[str], int, int], list[str] | None] | None = None
+    # Its start-up log lines: a log's text → the figures it printed of what it allocated (engines/startup.py), the
+    # names of tests/fixtures/accuracy's ``reported``. None: no lines known.
+    parse_log: Callable[[str], dict[str, float]] | None = None
 
     @property
     def env_names(self) -> frozenset[str]:

@@ -21,6 +21,8 @@ from .engine import ContextDefault, ContextRead, Engine, IntSetting
 from .grammar import MODEL, GrammarError, llamacpp_ctx_size, llamacpp_n_cpu_moe, llamacpp_override_tensor
 from .serving import Costs
 from .serving import plan as serving_plan
+from .startup import line
+from .startup import read as read_log
 
 NAME = "llama.cpp"
 IMAGE_REPOS = ("llama.cpp", "llama-cpp")
@@ -346,9 +348,40 @@ def _read_context(text: str, version: Version | None) -> ContextRead:
     return ContextRead(n, note=note)
 
 
+
+# Start-up lines (src/llama-model.cpp llm_load_tensors / load_tensors, src/llama-kv-cache*.cpp, src/llama-context.cpp;
+# llama_new_context_with_model before 2025). One figure per device (CUDA0, CUDA1 …; ROCm0 on AMD).
+_DEV = r"(?:CUDA|ROCm)(?P<dev>\d+)"
+LOG_LINES = (
+    line("layers_offloaded", r"offloaded {N}/\d+ layers to GPU"),
+    line("layers_total", r"offloaded \d+/{N} layers to GPU"),
+    line("model_buffer_mib_gpu{dev}", _DEV + r" (?:model )?buffer size =\s*{N} MiB"),
+    line("model_buffer_mib_cpu_mapped", r"CPU_Mapped model buffer size =\s*{N} MiB"),
+    line("model_buffer_mib_cpu", r"\bCPU (?:model )?buffer size =\s*{N} MiB"),
+    line("kv_buffer_mib_gpu{dev}", _DEV + r" KV buffer size =\s*{N} MiB"),
+    line("kv_self_mib", r"KV self size\s*=\s*{N} MiB"),
+    line("compute_buffer_mib_gpu{dev}", _DEV + r" compute buffer size =\s*{N} MiB"),
+    line("host_compute_buffer_mib", r"CUDA_Host compute buffer size =\s*{N} MiB"),
+    line("output_buffer_mib_host", r"CUDA_Host\s+output buffer size =\s*{N} MiB"),
+)
+# Per-device figures that a one-GPU log also names without the index.
+_ONE_GPU = {"kv_buffer_mib_gpu": "kv_buffer_mib", "compute_buffer_mib_gpu": "compute_buffer_mib_gpu",
+            "model_buffer_mib_gpu": "model_buffer_mib_gpu"}
+
+
+def parse_log(text: str) -> dict[str, float]:
+    """llama.cpp's start-up figures in ``text`` (engines/startup.py)."""
+    figures = read_log(text, LOG_LINES)
+    for stem, name in _ONE_GPU.items():
+        if f"{stem}0" in figures and f"{stem}1" not in figures:
+            figures.setdefault(name, figures[f"{stem}0"])
+    return figures
+
+
 ENGINE = Engine(
     read_context=_read_context,
     name=NAME, read=read, plan=plan, settings=SETTINGS, aliases=("llamacpp", "llama-cpp"),
+    parse_log=parse_log,
     suggestions={"context": "-c {n}", "kv_fp8": "-ctk q8_0 -ctv q8_0 -fa"},
     zero_context_is_model=True, default_utilization=lambda version, tp: 1.0,
     default_context=_default_context, request_changes=_request_changes, fixed_slots=True,

@@ -16,14 +16,15 @@ from . import vllm
 from .base import Setting, Settings, read_settings
 from .cmdline import Command
 from .engine import Engine
+from .nim_image import NIM_IMAGE, image_model
 
 NAME = "nim"
-_NIM_IMAGE = re.compile(r"(?:^|/)nim/([^:@]+)")
 _PROFILE_TP = re.compile(r"(?:^|[-_])tp(\d+)(?:$|[-_])")
 _PROFILE_PRECISION = re.compile(r"(?:^|[-_])(bf16|fp16|fp8|int4_awq|int8_wo|int4|nvfp4|mxfp4)(?:$|[-_])")
 
 SETTINGS: Mapping[str, Setting] = {
-    "model": Setting((), ("NIM_MODEL_NAME",)),
+    # NIM_MODEL_PATH: NIM 2.x's model-free container (model-free-nim.html above); NIM_MODEL_NAME: 1.x.
+    "model": Setting((), ("NIM_MODEL_NAME", "NIM_MODEL_PATH")),
     "context": Setting((), ("NIM_MAX_MODEL_LEN",)),
     "tp": Setting((), ("NIM_TENSOR_PARALLEL_SIZE",)),
     "pp": Setting((), ("NIM_PIPELINE_PARALLEL_SIZE",)),
@@ -35,13 +36,13 @@ SETTINGS: Mapping[str, Setting] = {
 def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
          pod_commands: Sequence[Command] = ()) -> Settings | None:
     """NIM's settings, or None when the image is not a NIM."""
-    match = _NIM_IMAGE.search(image.lower())
-    if not match and not any(k.startswith("NIM_") for k in env):
+    named = image_model(image)
+    if named is None and not NIM_IMAGE.search(image.lower()) and not any(k.startswith("NIM_") for k in env):
         return None
     settings = Settings(NAME, None, "NIM")
     read_settings(settings, SETTINGS, None, env)
-    if match:
-        settings.put("model", match.group(1), f"image {image}")
+    if named is not None:
+        settings.put("model", named, f"image name {image}")
     profile = settings.value("profile")
     if profile:
         if m := _PROFILE_TP.search(profile.lower()):

@@ -7,6 +7,7 @@ the rest on the CPU: a model too large for the GPU is slow, not a failed start. 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,9 @@ from .cmdline import Command
 from .engine import ContextDefault, ContextRead, Engine, IntSetting
 from .grammar import ollama_env_uint
 from .layers import layout_of
+from .llamacpp import parse_log as llamacpp_log
+from .startup import line
+from .startup import read as read_log
 
 NAME = "ollama"
 IMAGE_REPOS = ("ollama",)
@@ -116,8 +120,8 @@ def kv_per_layer(req: EstimateRequest, spec: ModelSpec | None) -> float:
         return width * per_value * tokens * spec.cache_layers / max(spec.layers, 1)
     layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, per_value)
     window_tokens = min(tokens, max(req.slots, 1) * (layout.window or tokens) + BATCH)
-    total = layout.bytes_per_token_layer * (layout.full_layers * tokens + layout.window_layers * window_tokens
-                                            + layout.chunk_layers * tokens)
+    total = (layout.bytes_per_token_layer * (layout.full_layers + layout.chunk_layers) * tokens
+             + layout.window_bytes * layout.window_layers * window_tokens)
     return total / max(shape.layers, 1)
 
 
@@ -293,9 +297,47 @@ def _read_context(text: str, version: Version | None) -> ContextRead:
     return ContextRead(read.value)
 
 
+
+# Start-up lines: the offload plan Ollama logs (llm/memory.go, "offload to cuda" / msg=offload) and the llama.cpp
+# runner's own lines (engines/llamacpp.py), under the names tests/fixtures/accuracy gives Ollama's records.
+_UNIT = r"(?P<unit>GiB|MiB)"
+LOG_LINES = (
+    line("layers_model", r"layers\.model={N}"),
+    line("layers_offload", r"layers\.offload={N}"),
+    *(line(f"{key}_{{unit}}", rf'{field}="{{N}} {_UNIT}"') for key, field in (
+        ("required_full", r"memory\.required\.full"), ("required_partial", r"memory\.required\.partial"),
+        ("required_kv", r"memory\.required\.kv"), ("weights_total", r"memory\.weights\.total"),
+        ("weights_repeating", r"memory\.weights\.repeating"),
+        ("weights_nonrepeating", r"memory\.weights\.nonrepeating"), ("graph_full", r"memory\.graph\.full"),
+        ("graph_partial", r"memory\.graph\.partial"), ("projector_weights", r"projector\.weights"),
+        ("projector_graph", r"projector\.graph"))),
+)
+_AVAILABLE = re.compile(r'memory\.available="\[([^\]]*)\]"')
+
+
+def parse_log(text: str) -> dict[str, float]:
+    """Ollama's start-up figures in ``text`` (engines/startup.py): its offload plan and its runner's lines."""
+    figures = read_log(text, LOG_LINES)
+    found = _AVAILABLE.search(text)
+    gib = [float(v) for v in re.findall(r"([\d.]+) GiB", found.group(1))] if found else []
+    for i, v in enumerate(gib):
+        figures[f"available_gib_gpu{i}"] = v
+    if len(gib) == 1:
+        figures["available_gib"] = gib[0]
+    elif gib and len(set(gib)) == 1:
+        figures["available_gib_per_gpu"] = gib[0]
+    runner = llamacpp_log(text)
+    if "compute_buffer_mib_gpu0" in runner and "compute_buffer_mib_gpu1" not in runner:
+        runner["compute_buffer_mib"] = runner["compute_buffer_mib_gpu0"]
+    if "output_buffer_mib_host" in runner:
+        runner["output_buffer_mib"] = runner["output_buffer_mib_host"]
+    return {**runner, **figures}
+
+
 ENGINE = Engine(
     read_context=_read_context,
     name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    parse_log=parse_log,
     suggestions={"context": "OLLAMA_CONTEXT_LENGTH={n}", "kv_fp8": "OLLAMA_KV_CACHE_TYPE=q8_0"},
     default_utilization=lambda version, tp: 1.0, default_context=_default_context,
     request_changes=_request_changes, fixed_slots=True, model_in_pod_commands=True, spills_to_host=True,

@@ -23,6 +23,8 @@ from .grammar import GrammarError, sglang_positive_int
 from .parallel import Layout, sglang_layout, spanning_layouts
 from .serving import Costs
 from .serving import plan as serving_plan
+from .startup import line
+from .startup import read as read_log
 
 NAME = "sglang"
 IMAGE_REPOS = ("sglang",)
@@ -279,9 +281,37 @@ def _read_context(text: str, version: Version | None) -> ContextRead:
                                f"its newest main reads it as {n} tokens (human_readable_int)")
 
 
+
+# Start-up lines (python/sglang/srt/model_executor/model_runner.py, managers/scheduler.py). "GB" is bytes / 2^30.
+LOG_LINES = (
+    line("avail_mem_before_load_gib", r"Load weight begin\. avail mem={N} GB"),
+    line("avail_mem_after_load_gib", r"Load weight end\.[^']*?avail mem={N} GB"),
+    line("weights_gib", r"Load weight end\.[^']*?mem usage={N} GB"),
+    line("kv_cache_tokens", r"KV Cache is allocated\. #tokens: {N}"),
+    line("k_size_gib", r"KV Cache is allocated\.[^']*?K size: {N} GB"),
+    line("v_size_gib", r"KV Cache is allocated\.[^']*?V size: {N} GB"),
+    line("avail_mem_after_pool_gib", r"Memory pool end\. avail mem={N} GB"),
+    # Before 0.3: one line per rank, "[gpu_id=1] Load weight end …".
+    line("avail_mem_after_load_gib_gpu{dev}", r"\[gpu_id=(?P<dev>\d+)\] Load weight end\.[^']*?avail mem={N} GB"),
+    line("avail_mem_after_pool_gib_gpu{dev}", r"\[gpu_id=(?P<dev>\d+)\] Memory pool end\. avail mem={N} GB"),
+    line("cuda_graph_gib", r"Capture cuda graph end\.[^']*?mem usage={N} GB"),
+    line("avail_mem_after_graph_gib", r"Capture cuda graph end\.[^']*?avail mem={N} GB"),
+    line("max_total_num_tokens", r"max_total_num_tokens={N}"),
+    line("max_running_requests", r"max_running_requests={N}"),
+    line("context_len", r"context_len={N}"),
+    line("available_gpu_mem_gib", r"available_gpu_mem={N} GB"),
+)
+
+
+def parse_log(text: str) -> dict[str, float]:
+    """SGLang's start-up figures in ``text`` (engines/startup.py)."""
+    return read_log(text, LOG_LINES)
+
+
 ENGINE = Engine(
     read_context=_read_context,
     name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    parse_log=parse_log,
     suggestions={"context": "--context-length {n}", "tp": "--tp {n}", "kv_fp8": "--kv-cache-dtype fp8_e5m2",
                  "fp8": "--quantization fp8"},
     tensor_parallel=True, one_gpu_unless="--tp",

@@ -22,6 +22,8 @@ from .engine import ContextDefault, ContextRead, Engine, IntSetting
 from .grammar import tgi_tokens
 from .serving import Costs
 from .serving import plan as serving_plan
+from .startup import line
+from .startup import read as read_log
 
 NAME = "tgi"
 IMAGE_REPOS = ("text-generation-inference", "huggingface/tgi")
@@ -261,9 +263,20 @@ def _read_context(text: str, version: Version | None) -> ContextRead:
     return ContextRead(tgi_tokens(text))
 
 
+
+# Start-up lines (router/src/server.rs, backends/v3: after the warm-up, the token budget it found room for).
+LOG_LINES = (line("max_batch_total_tokens", r"Setting max batch total tokens to {N}"),)
+
+
+def parse_log(text: str) -> dict[str, float]:
+    """TGI's start-up figures in ``text`` (engines/startup.py)."""
+    return read_log(text, LOG_LINES)
+
+
 ENGINE = Engine(
     read_context=_read_context,
     name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    parse_log=parse_log,
     aliases=("text-generation-inference", "huggingface-tgi"),
     suggestions={"context": "--max-total-tokens {n} (MAX_TOTAL_TOKENS)", "tp": "--num-shard {n} (NUM_SHARD)",
                  "kv_fp8": "--kv-cache-dtype fp8_e5m2", "fp8": "--quantize fp8"},

@@ -39,6 +39,8 @@ from .cmdline import Command, OptionTable, parse_argv
 from .engine import ContextDefault, Engine, IntSetting, ParallelRead
 from .layers import layout_of
 from .parallel import Layout
+from .startup import line
+from .startup import read as read_log
 
 NAME = "trtllm"
 IMAGE_REPOS = ("tensorrt-llm",)
@@ -171,7 +173,8 @@ def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
     if served is not None and (model is None or _is_path(model.value)):
         # Dynamo's --model-path is often a local checkpoint; the served name says which model it is,
         # the path what it is quantized to (`/model-cache/deepseek-r1-fp4`).
-        settings.values["model"] = served
+        settings.values["model"] = served if model is None else Found(
+            served.value, f"{served.source}, beside {model.source} {model.value}, a local checkpoint")
     model = settings.get("model")
     if model is not None and (m := _MODELOPT_FP4.search(model.value)):
         # NVIDIA's ModelOpt checkpoints for TRT-LLM (`nvidia/DeepSeek-V3.2-NVFP4`): the base model, in NVFP4.
@@ -370,8 +373,36 @@ def _request_changes(req: EstimateRequest, s: Settings, context_annotated: bool,
     return changes
 
 
+
+# Start-up lines ([TensorRT-LLM][INFO] of cpp/tensorrt_llm/batch_manager and runtime; the PyTorch backend's
+# KV cache manager prints the same "Allocated … for max tokens in paged KV cache").
+LOG_LINES = (
+    line("kv_cache_gib", r"Allocated {N} GiB for max tokens in paged KV cache"),
+    line("kv_cache_tokens", r"for max tokens in paged KV cache \({N}\)"),
+    line("kv_cache_tokens", r"Using {N} (?:total )?tokens in paged KV cache"),
+    line("kv_cache_bytes", r"Allocate {N} bytes for k/v cache"),
+    line("engine_context_gpu_mib", r"IExecutionContext creation: CPU \+\d+, GPU \+\d+, now: CPU \d+, GPU {N} \(MiB\)"),
+    line("execution_context_mib", r"Allocated {N} MiB for execution context memory"),
+    line("engine_size_mib", r"Loaded engine size: {N} MiB"),
+    line("tokens_per_block", r"tokens per block={N}"),
+    line("primary_blocks", r"primary blocks={N}"),
+    line("secondary_blocks", r"secondary blocks={N}"),
+    line("kv_blocks_per_sequence", r"Max KV cache blocks per sequence: {N}"),
+    line("window_size", r"\[window size={N}\]"),
+    line("blocks_per_sequence", r"and {N} blocks per sequence"),
+    line("runtime_buffers_gb", r"Allocated {N} GB GPU memory for runtime buffers"),
+    line("decoder_gb", r"Allocated {N} GB GPU memory for decoder"),
+)
+
+
+def parse_log(text: str) -> dict[str, float]:
+    """TensorRT-LLM's start-up figures in ``text`` (engines/startup.py)."""
+    return read_log(text, LOG_LINES)
+
+
 ENGINE = Engine(
     name=NAME, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
+    parse_log=parse_log,
     aliases=("tensorrt-llm", "tensorrt_llm", "trt-llm"),
     suggestions={"context": "--max_seq_len {n}", "tp": "--tp_size {n}"},
     tensor_parallel=True,

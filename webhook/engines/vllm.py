@@ -27,7 +27,10 @@ from .cmdline import Command, OptionTable, parse_argv
 from .engine import ContextRead, Engine, IntSetting, ParallelRead
 from .grammar import AUTO, VLLM_AUTO_SINCE, vllm_max_model_len
 from .layers import KVLayout, layout_of
+from .nim_image import is_backend_nim
 from .parallel import Layout, spanning_layouts, vllm_layout
+from .startup import line
+from .startup import read as read_log
 
 NAME = "vllm"
 IMAGE_REPOS = ("vllm",)
@@ -164,6 +167,8 @@ def rocm_version(image: str) -> Version | None:
 def read(image: str, commands: Sequence[Command], env: Mapping[str, str],
          pod_commands: Sequence[Command] = ()) -> Settings | None:
     """vLLM's settings from a container, or None when the container does not run vLLM."""
+    if not commands and is_backend_nim(image):
+        return None  # a NIM on vLLM, run as its image: the NIM reader's (its model is in the image name)
     found = argv_words(image, commands)
     if found is None:
         return None
@@ -570,7 +575,6 @@ def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, versio
     min(window − 1 + max_num_batched_tokens, L) + one block; chunked-local layers (Llama 4) stay
     full length until 0.14 (docs/engine-sources-vllm.md).
     """
-    per = layout.bytes_per_token_layer
     full = layout.full_layers * context
     if layout.window and version >= (0, 9, 1):
         win = layout.window_layers * (min(layout.window - 1 + batched_tokens, context) + BLOCK)
@@ -580,7 +584,7 @@ def _kv_for_sequence(layout: KVLayout, context: int, batched_tokens: int, versio
         chk = layout.chunk_layers * (min(layout.chunk, context) + BLOCK)
     else:
         chk = layout.chunk_layers * context
-    return per * (full + win + chk)
+    return layout.bytes_per_token_layer * (full + chk) + layout.window_bytes * win
 
 
 BLOCK = 16
@@ -636,7 +640,14 @@ def kv_geometry(req: EstimateRequest, spec: ModelSpec | None, tp: int) -> tuple[
     value_bytes = kv_bytes(req.precision, req.kv_cache_dtype)
     layout = layout_of(spec, shape.kv_elements_per_token, shape.layers, value_bytes)
     if spec is None or not spec.mla:
-        return layout, max(1, min(tp, shape.kv_heads))
+        shards = max(1, min(tp, shape.kv_heads))
+        if spec is not None and spec.global_kv_heads:
+            # Fewer KV heads in the full layers are replicated sooner: each rank keeps max(1, heads // tp)
+            # of them (gemma4.py Gemma4Attention), so a full layer splits over min(tp, global heads) ranks only.
+            wider = shards / max(1, min(tp, spec.global_kv_heads))
+            layout = replace(layout, bytes_per_token_layer=layout.bytes_per_token_layer * wider,
+                             window_bytes_per_token_layer=layout.window_bytes)
+        return layout, shards
     if caches_latent(req, spec):
         return layout, 1
     head = expanded_head_size(spec, req.engine_version or NEWEST)
@@ -903,6 +914,38 @@ def _read_context(text: str, version: Version | None) -> ContextRead:
     return ContextRead(BLOCK, auto=True, note=note)
 
 
+
+# Start-up lines (vllm/v1/worker/gpu_model_runner.py, gpu_worker.py, core/kv_cache_utils.py; V0's worker.py and
+# model_runner.py before them). "GB" in "Model loading took" (before 0.8) is the same bytes / 2^30 as "GiB".
+LOG_LINES = (
+    line("weights_gib", r"Model loading took {N} Gi?B"),
+    line("weights_gib", r"Loading model weights took {N} GB"),
+    line("weights_gib", r"model weights take\s*{N}\s*GiB"),
+    line("kv_cache_gib", r"Available KV cache memory: {N} GiB"),
+    line("kv_cache_gib", r"reserved for KV Cache is {N}\s*GiB"),
+    line("kv_cache_gib", r"available_kv_cache_memory\s+{N}\s*GiB"),
+    line("kv_cache_gib", r"kv_cache_size={N}GiB", least=True),  # 0.6: one line per worker
+    line("kv_cache_gib", r"larger than the available KV cache memory \({N} GiB\)"),
+    line("kv_cache_tokens", r"GPU KV cache size: {N} tokens"),
+    line("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: {N}x"),
+    # 0.10-0.26: "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and
+    # G GiB for CUDAGraph memory" (the CUDA graph profiling hint).
+    line("cuda_graph_gib", r"{N} GiB for CUDAGraph memory"),
+    line("cuda_graph_gib", r"Graph capturing finished in [\d.]+ secs?, took {N} GiB"),
+    line("cuda_graph_gib", r"Estimated CUDA graph memory: {N} GiB total"),
+    line("non_torch_gib", r"non_torch_memory(?: takes|=|\s+)\s*{N}\s*GiB"),
+    line("non_torch_gib", r"{N} GiB for non-torch memory"),
+    line("activation_peak_gib", r"activation peak memory(?: takes)?\s+{N}\s*GiB"),
+    line("activation_peak_gib", r"{N} GiB for peak activation"),
+    line("gpu_blocks", r"# (?:GPU|CUDA|cuda|gpu) blocks: {N}"),
+)
+
+
+def parse_log(text: str) -> dict[str, float]:
+    """vLLM's start-up figures in ``text`` (engines/startup.py)."""
+    return read_log(text, LOG_LINES)
+
+
 ENGINE = Engine(
     name=NAME, read_context=_read_context, read=read, plan=plan, settings=SETTINGS, newest=NEWEST,
     suggestions={"context": "--max-model-len {n}", "tp": "--tensor-parallel-size {n}",
@@ -910,6 +953,7 @@ ENGINE = Engine(
                  "fp8": "--quantization fp8 (quantized at load)"},
     tensor_parallel=True, one_gpu_unless="--tensor-parallel-size", tunes_utilization=True,
     config_utilization=True, default_utilization=lambda version, tp: default_utilization(version),
+    parse_log=parse_log,
     layout=_layout, layout_extras=_layout_extras,
     spanning=lambda moe, heads, per_node, pods: spanning_layouts(NAME, moe, heads, per_node, pods),
     request_changes=_request_changes, kv_pool=kv_pool, give_gpus=_give_gpus,

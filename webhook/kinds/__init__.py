@@ -29,7 +29,7 @@ from . import (
     volcano,
 )
 from .pods import POD_KINDS, TEMPLATE_PATHS, api_group, is_builtin, pod_part, pod_view
-from .runtimes import NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
+from .runtimes import ATTACHED_GROUP, NO_RUNTIMES, RUNTIME_KINDS, Context, Runtimes
 from .view import DeclaredValueError, PodView, Role, RoleSet, WorkloadError, as_list
 
 _Extract = Callable[[dict[str, Any], Context], RoleSet]
@@ -127,13 +127,25 @@ def roles(obj: Any, ctx: Context | None = None) -> RoleSet | None:
     return _noted(generic.roles(obj, ctx), note)
 
 
+def with_attachments(view: PodView, runtimes: Runtimes | None) -> tuple[PodView, str | None]:
+    """A built-in workload's pod with what objects in the same files say about it that it does not (the model a
+    ModelClaim attaches to its warm pool), and a warning where they disagree. Nothing without runtimes."""
+    if not runtimes:
+        return view, None
+    return aibrix_claim.attach(view, runtimes)
+
+
 def _noted(rs: RoleSet | None, note: str) -> RoleSet | None:
     if rs is None or not note:
         return rs
     return replace(rs, warnings=(*rs.warnings, f"{rs.ref}: {note}"))
 
 
+# Kinds the workloads of the same files are judged with although they are not runtimes (a ModelClaim's model).
+ATTACHED_KINDS = frozenset(ATTACHED_GROUP)
+
 __all__ = [
+    "ATTACHED_KINDS",
     "CUSTOM_KINDS",
     "KINDS",
     "NO_RUNTIMES",
@@ -155,4 +167,5 @@ __all__ = [
     "pod_view",
     "reader_key",
     "roles",
+    "with_attachments",
 ]

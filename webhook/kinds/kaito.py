@@ -115,13 +115,16 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         return RoleSet(kind, name, (Role("inference", view, 1, replicas),))
     preset = as_dict(inference.get("preset")).get("name") or as_dict(as_dict(body.get("tuning")).get("preset")).get(
         "name")
+    field = f"{kind} {prefix}{'inference' if as_dict(inference.get('preset')).get('name') else 'tuning'}.preset.name"
     if isinstance(preset, str):
+        field = f"{field} {preset}"
         preset = hub_id_of_preset(preset)
     partition = as_dict(resource.get("partition"))
     if isinstance(preset, str) and preset and partition and not instance and not body.get("tuning"):
         selector = as_dict(as_dict(obj.get("spec")).get("labelSelector")) if kind == "InferenceSet" else \
             as_dict(resource.get("labelSelector"))
-        return _partitioned(kind, ns, name, meta, preset, partition, selector, inference, ctx, replicas, prefix)
+        return _partitioned(kind, ns, name, meta, preset, partition, selector, inference, ctx, replicas, prefix,
+                            field)
     if isinstance(preset, str) and preset and instance and not body.get("tuning"):
         # KAITO's preset pods run the model with vLLM over every GPU of each node it provisions (TP = GPUs per
         # node, PP over the nodes): judged on that instance type, never against today's nodes.
@@ -130,7 +133,8 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
         pod = {"containers": [{"name": "inference", "image": "mcr.microsoft.com/aks/kaito/kaito-base",
                                "command": ["vllm", "serve", preset, *flags]}],
                "nodeSelector": {"node.kubernetes.io/instance-type": instance}}
-        view = PodView(kind, ns, name, inherit_annotations({}, meta), pod, "inference", nodes, provisioned=instance)
+        view = PodView(kind, ns, name, inherit_annotations({}, meta), pod, "inference", nodes, provisioned=instance,
+                       named_model=(preset, field))
         return RoleSet(kind, name, (Role("inference", view, nodes, replicas * nodes),), tuple(warnings))
     on = f"on {instance} nodes" if instance else "on the nodes its labelSelector names"
     what = "tuning" if body.get("tuning") else "inference"
@@ -153,7 +157,7 @@ _KAITO_UTILIZATION = "0.84"  # defaultGPUMemoryUtilization
 
 def _partitioned(kind: str, ns: str, name: str, meta: dict[str, Any], preset: str, partition: dict[str, Any],
                  selector: dict[str, Any], inference: dict[str, Any], ctx: Context, replicas: int,
-                 prefix: str) -> RoleSet:
+                 prefix: str, field: str) -> RoleSet:
     """A preset on a partition of today's (BYO) nodes: the vLLM pod KAITO runs there, judged on those nodes."""
     ref = f"{kind.lower()}/{name}"
     mode = partition.get("mode")
@@ -177,5 +181,5 @@ def _partitioned(kind: str, ns: str, name: str, meta: dict[str, Any], preset: st
     labels = {str(k): str(v) for k, v in as_dict(selector.get("matchLabels")).items()}
     if labels:
         pod["nodeSelector"] = labels
-    view = PodView(kind, ns, name, inherit_annotations({}, meta), pod, "inference", 1)
+    view = PodView(kind, ns, name, inherit_annotations({}, meta), pod, "inference", 1, named_model=(preset, field))
     return RoleSet(kind, name, (Role("inference", view, 1, replicas),), tuple(warnings))

@@ -418,6 +418,8 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
     uri = model.get("uri")
     served = uri.split("://", 1)[1] if isinstance(uri, str) and uri.startswith("hf://") else None
     model_name = served or (model.get("name") if isinstance(model.get("name"), str) else None)
+    field = f"{kind} spec.model.uri {uri}" if served else f"{kind} spec.model.name {model_name}"
+    named = (model_name, field) if model_name else None
     out: list[Role] = []
     warnings: list[str] = []
     managed = managed_dra(as_dict(meta.get("annotations")), name)
@@ -453,8 +455,8 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
                                         "labels": as_dict(part.get("labels"))}, meta)
         label = role if part.get("worker") is None else f"{role} leader".strip()
         claims = _inject_managed_dra(pod, managed, warnings, f"{kind.lower()}/{name} ({where}.template)")
-        out.append(Role(label, PodView(kind, ns, name, pod_meta, pod, label, group, claim_templates=claims), group,
-                        replicas))
+        out.append(Role(label, PodView(kind, ns, name, pod_meta, pod, label, group, claim_templates=claims,
+                                       named_model=named), group, replicas))
         worker = part.get("worker")
         if isinstance(worker, dict) and size > 1:
             w_pod = copied(worker)
@@ -463,7 +465,8 @@ def _llmisvc(obj: dict[str, Any], ctx: Context) -> RoleSet:
             w_label = f"{role} worker".strip()
             w_claims = _inject_managed_dra(w_pod, managed, warnings, f"{kind.lower()}/{name} ({where}.worker)")
             out.append(Role(w_label, PodView(kind, ns, name, pod_meta, w_pod, w_label, group,
-                                             claim_templates=w_claims), group, replicas * (size - 1)))
+                                             claim_templates=w_claims, named_model=named), group,
+                            replicas * (size - 1)))
     if model_name is None and not isinstance(uri, str):
         warnings.append(f"{kind.lower()}/{name}: spec.model.uri is missing")
     return RoleSet(kind, name, tuple(out), tuple(warnings), grouped=len(out) > 1)

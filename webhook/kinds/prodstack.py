@@ -44,5 +44,7 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
     if env:
         container["env"] = env
     replicas = count(deploy.get("replicas"), 1, "spec.deploymentConfig.replicas")
-    view = PodView(kind, ns, name, {"annotations": as_dict(meta.get("annotations"))}, {"containers": [container]})
+    url = model.get("modelURL")
+    view = PodView(kind, ns, name, {"annotations": as_dict(meta.get("annotations"))}, {"containers": [container]},
+                   named_model=(url, f"{kind} spec.model.modelURL") if isinstance(url, str) and url else None)
     return RoleSet(kind, name, (Role("", view, 1, replicas),))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -58,6 +58,8 @@ class LLMApp:
     accelerator: str
     shell: str = ""  # a RayJob entrypoint: run as ``/bin/sh -c`` instead of ``args``
     found_in: str = ""  # where a custom app's model was read (its runtime env), for the warning
+    # The serveConfigV2 field naming the model (``applications[0].runtime_env.env_vars.MODEL_ID``), for --explain.
+    field: str = ""
 
 
 def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
@@ -110,7 +112,9 @@ def roles(obj: dict[str, Any], ctx: Context) -> RoleSet:
             if group > most:
                 warnings.append(f"{kind.lower()}/{name} ({role}): {app.model_id} needs {app.gpus} GPUs, {group} pods "
                                 f"of {per_pod} GPU(s), but group {g_name} has at most {most} pods")
-            view = PodView(kind, ns, name, pod_meta, _with_command(g_spec, app, resource), role, group)
+            named = (app.args[2], f"{kind} serveConfigV2 {app.field}") if app.field and len(app.args) > 2 else None
+            view = PodView(kind, ns, name, pod_meta, _with_command(g_spec, app, resource), role, group,
+                           named_model=named)
             out.append(Role(role, view, group, replicas))
     if apps and not gpu_groups:
         warnings.append(f"{kind.lower()}/{name}: serveConfigV2 deploys {', '.join(a.model_id for a in apps)} but no "
@@ -208,7 +212,7 @@ def serve_llm_apps(raw: Any, warnings: list[str]) -> list[LLMApp]:
             warnings.append(f"serveConfigV2 applications[{i}] ({app.get('import_path') or 'a custom app'}) installs "
                             f"vLLM: judged as vLLM serving {custom.model_id}, the model its runtime_env names "
                             f"({custom.found_in}), on {custom.gpus} GPU(s)")
-            out.append(custom)
+            out.append(replace(custom, field=f"applications[{i}].{custom.found_in}"))
             continue
         for j, cfg in enumerate(as_list(configs)):
             if isinstance(cfg, str):
@@ -218,7 +222,11 @@ def serve_llm_apps(raw: Any, warnings: list[str]) -> list[LLMApp]:
             if isinstance(cfg, dict):
                 parsed = _llm_app(cfg, app_env)
                 if parsed is not None:
-                    out.append(parsed)
+                    loading = as_dict(cfg.get("model_loading_config"))
+                    key = "model_source" if isinstance(loading.get("model_source"), str) and loading.get(
+                        "model_source") else "model_id"
+                    out.append(replace(parsed, field=f"applications[{i}].args.llm_configs[{j}]."
+                                                     f"model_loading_config.{key}"))
     return out
 
 

@@ -23,6 +23,9 @@ HOME_GROUP = {"ServingRuntime": "serving.kserve.io", "ClusterServingRuntime": "s
 # sgl-project/ome pkg/apis/ome/v1beta1/servingruntime_types.go), filed apart from KServe's.
 OTHER_GROUPS = {"ServingRuntime": ("ome.io",), "ClusterServingRuntime": ("ome.io",)}
 RUNTIME_KINDS = frozenset(HOME_GROUP)
+# Objects that are not runtimes but that the workloads of the same files are judged with: an AIBrix ModelClaim
+# names the model its warm pool's pods serve (kinds/aibrix_claim.py).
+ATTACHED_GROUP = {"ModelClaim": "model.aibrix.ai"}
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class Runtimes:
         and a runtime kind's namesake of a group not known, is ignored)."""
         index: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         for obj in objects:
-            if not isinstance(obj, dict) or str(obj.get("kind")) not in RUNTIME_KINDS:
+            if not isinstance(obj, dict) or (str(obj.get("kind")) not in RUNTIME_KINDS
+                                             and str(obj.get("kind")) not in ATTACHED_GROUP):
                 continue
             meta = obj.get("metadata")
             if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
@@ -94,11 +98,12 @@ def runtime_group(obj: dict[str, Any]) -> str | None:
     """The API group a runtime object is filed under: its apiVersion's, the kind's home group when it has no
     apiVersion (a file written by hand), None for a namesake of a group vramgate does not read."""
     kind = str(obj.get("kind"))
+    home = HOME_GROUP[kind] if kind in HOME_GROUP else ATTACHED_GROUP.get(kind)
     api = obj.get("apiVersion")
     if not isinstance(api, str) or not api:
-        return HOME_GROUP.get(kind)
+        return home
     group = api.rpartition("/")[0]
-    return group if group == HOME_GROUP.get(kind) or group in OTHER_GROUPS.get(kind, ()) else None
+    return group if group == home or group in OTHER_GROUPS.get(kind, ()) else None
 
 
 NO_RUNTIMES = Runtimes()

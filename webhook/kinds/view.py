@@ -47,6 +47,10 @@ class PodView:
     claim_templates: tuple[tuple[str, dict[str, Any]], ...] = ()
     # A Pod's status.resourceClaimStatuses: its claim's name → the ResourceClaim made for it from its template.
     generated_claims: tuple[tuple[str, str], ...] = ()
+    # The model an operator's own field names, and which field: (``Qwen/Qwen3-8B``, ``Workspace
+    # spec.inference.preset.name``). The command the operator starts carries it, and --explain names the field,
+    # not that command; a pod that names no model of its own (a ModelClaim's warm pool) is judged with it.
+    named_model: tuple[str, str] | None = None
 
     @property
     def annotations(self) -> dict[str, str]:

@@ -66,6 +66,16 @@ class ModelSpec:
     attention_chunk_size: int | None = None
     chunked_layers: int | None = None
     kv_layers: int | None = None
+    # The full-attention layers' KV geometry where it is not the sliding ones' (Gemma 4: ``global_head_dim`` 512,
+    # and ``num_global_key_value_heads`` under ``attention_k_eq_v``); None: ``head_dim`` / ``kv_heads``.
+    global_head_dim: int | None = None
+    global_kv_heads: int | None = None
+    # Layers with an attention block where some have none (DeciLM / Nemotron-NAS ``block_configs`` whose
+    # attention is ``no_op``); None: every layer (hybrids: their KV layers).
+    attention_layers: int | None = None
+    # The sum of the dense MLP widths where they differ per layer (Nemotron-NAS ``ffn_mult``): the parameter
+    # formula counts it, and ``intermediate_size`` is then the widest layer's (the activation peak).
+    mlp_width_total: int | None = None
     linear_state_bytes: int | None = None
     # The recurrent state of hybrid (Mamba, Gated DeltaNet, linear attention) layers, per layer and sequence,
     # as vLLM's MambaStateShapeCalculator shapes it (vllm==0.33.0 model_executor/layers/mamba/mamba_utils.py):
@@ -199,7 +209,8 @@ class ModelSpec:
 
     def attention_params(self) -> float:
         """Parameters of every attention block (Q, K, V, O, or MLA's low-rank form): what DP attention replicates."""
-        return min(self.params, self.cache_layers * _attention_params(self) + _compressor_params(self))
+        blocks = self.attention_layers if self.attention_layers is not None else self.cache_layers
+        return min(self.params, _attention_blocks_params(self, blocks) + _compressor_params(self))
 
     @property
     def mla(self) -> bool:
@@ -273,6 +284,22 @@ class ModelSpec:
                 total += -(-tokens // ratio) * (entry + (index if ratio == 4 else 0))
         return total
 
+    def kv_width(self, local: bool = False) -> int:
+        """KV values one token keeps in one cache layer: a full-attention layer, or (``local``) a sliding or
+        chunked one. MLA keeps one latent; Gemma 4's full layers keep ``global_kv_heads`` × ``global_head_dim``."""
+        if self.kv_lora_rank:
+            return self.kv_lora_rank + (self.qk_rope_head_dim or 0)
+        if local:
+            return 2 * self.kv_heads * self.head_dim
+        return 2 * (self.global_kv_heads or self.kv_heads) * (self.global_head_dim or self.head_dim)
+
+    def cache_layer_split(self) -> tuple[int, int, int]:
+        """The cache layers as (full, sliding-window, chunked-local)."""
+        layers = self.cache_layers
+        windowed = min(self.sliding_window_layers or 0, layers) if self.sliding_window else 0
+        chunked = min(self.chunked_layers or 0, layers - windowed) if self.attention_chunk_size else 0
+        return layers - windowed - chunked, windowed, chunked
+
     def kv_elements_per_token(self) -> int:
         """KV-cache values stored per token across all layers (MLA stores one compressed latent).
 
@@ -283,26 +310,20 @@ class ModelSpec:
         """
         if self.compressed_kv:
             return -(-self._compressed_bytes(1 << 20) // (1 << 20))
-        if self.kv_lora_rank:
-            return self.cache_layers * (self.kv_lora_rank + (self.qk_rope_head_dim or 0))
-        return 2 * self.cache_layers * self.kv_heads * self.head_dim
+        full, windowed, chunked = self.cache_layer_split()
+        return full * self.kv_width() + (windowed + chunked) * self.kv_width(local=True)
 
     def kv_elements_for(self, tokens: int) -> int:
         """KV-cache values one sequence of ``tokens`` tokens keeps, window and chunk limits applied."""
         if self.compressed_kv:
             return self._compressed_bytes(tokens)
-        per_layer = (self.kv_lora_rank + (self.qk_rope_head_dim or 0)) if self.kv_lora_rank else (
-            2 * self.kv_heads * self.head_dim)
-        layers = self.cache_layers
-        windowed = min(self.sliding_window_layers or 0, layers) if self.sliding_window else 0
-        chunked = min(self.chunked_layers or 0, layers - windowed) if self.attention_chunk_size else 0
-        full = layers - windowed - chunked
-        total = full * tokens
+        full, windowed, chunked = self.cache_layer_split()
+        local = 0
         if windowed:
-            total += windowed * min(tokens, self.sliding_window or tokens)
+            local += windowed * min(tokens, self.sliding_window or tokens)
         if chunked:
-            total += chunked * min(tokens, self.attention_chunk_size or tokens)
-        return per_layer * total
+            local += chunked * min(tokens, self.attention_chunk_size or tokens)
+        return full * tokens * self.kv_width() + local * self.kv_width(local=True)
 
 
 _FIELDS = {f for f in ModelSpec.__dataclass_fields__}
@@ -376,6 +397,20 @@ def _attention_params(spec: ModelSpec) -> float:
     return float(q_and_o + k_and_v)
 
 
+def _attention_blocks_params(spec: ModelSpec, blocks: int) -> float:
+    """Weights of ``blocks`` attention blocks; Gemma 4's full-attention ones at their own head size and KV heads.
+
+    Which blocks are full follows ``sliding_window_layers`` (the rest of ``blocks``). K and V both count where
+    ``attention_k_eq_v`` shares them: vLLM's QKV projection keeps a V slot it fills with K (gemma4.py).
+    """
+    if spec.kv_lora_rank or not (spec.global_head_dim or spec.global_kv_heads):
+        return blocks * _attention_params(spec)
+    windowed = min(spec.sliding_window_layers or 0, blocks) if spec.sliding_window else 0
+    head = spec.global_head_dim or spec.head_dim
+    full = 2 * spec.hidden_size * (spec.heads + (spec.global_kv_heads or spec.kv_heads)) * head
+    return windowed * _attention_params(spec) + (blocks - windowed) * float(full)
+
+
 def _compressor_params(spec: ModelSpec) -> float:
     """DeepSeek-V4's KV compressors and lightning indexers, over every layer; 0 for other models.
 
@@ -425,12 +460,17 @@ def computed_params(spec: ModelSpec, active: bool = False) -> float:
     if spec.intermediate_size is None and spec.moe_intermediate_size is None:
         raise ValueError(f"{spec.name}: no intermediate_size")
     h = spec.hidden_size
-    # Hybrids run softmax attention only in their KV layers (their state layers are counted by no formula here).
+    # Hybrids run softmax attention only in their KV layers (their state layers are counted by no formula here);
+    # Nemotron-NAS only in the blocks whose attention is not a no-op.
     attention_layers = spec.cache_layers if spec.hybrid else spec.layers
-    total = spec.embedding_params + attention_layers * _attention_params(spec) + _compressor_params(spec)
+    if spec.attention_layers is not None:
+        attention_layers = spec.attention_layers
+    total = spec.embedding_params + _attention_blocks_params(spec, attention_layers) + _compressor_params(spec)
     moe_layers = _moe_layer_count(spec)
     dense_layers = spec.layers - moe_layers if spec.mlp_layers is None else spec.mlp_layers
-    if dense_layers:
+    if spec.mlp_width_total:
+        total += _mlp_params(h, spec.mlp_width_total, spec.mlp)
+    elif dense_layers:
         total += dense_layers * _mlp_params(h, spec.intermediate_size or 0, spec.mlp)
     if moe_layers:
         experts = spec.experts or 0
@@ -889,6 +929,39 @@ def _compressed_fields(text: Mapping[str, Any], layers: int) -> dict[str, Any]:
     return out
 
 
+def _gemma4_fields(text: Mapping[str, Any], head_dim: int) -> dict[str, Any]:
+    """Gemma 4's full-attention geometry: ``global_head_dim``, and ``num_global_key_value_heads`` where
+    ``attention_k_eq_v`` (vllm gemma4.py Gemma4DecoderLayer uses the global heads only then)."""
+    out: dict[str, Any] = {}
+    if _int(text.get("global_head_dim")) and _int(text.get("global_head_dim")) != head_dim:
+        out["global_head_dim"] = _int(text["global_head_dim"])
+    if text.get("attention_k_eq_v") and _int(text.get("num_global_key_value_heads")):
+        out["global_kv_heads"] = _int(text["num_global_key_value_heads"])
+    return out
+
+
+def _nas_fields(text: Mapping[str, Any], hidden: int, heads: int, layers: int) -> dict[str, Any]:
+    """A DeciLM / Nemotron-NAS ``block_configs``: which blocks attend (and with how many KV heads) and how wide each
+    MLP is, as vllm nemotron_nas.py builds them (``_ffn_mult_to_intermediate_size``: int(2·mult·hidden/3) rounded up
+    to 256); {} for other configs."""
+    blocks = text.get("block_configs")
+    if not isinstance(blocks, list) or not blocks:
+        return {}
+    attention = [b.get("attention") or {} for b in blocks if isinstance(b, Mapping)]
+    ffns = [b.get("ffn") or {} for b in blocks if isinstance(b, Mapping)]
+    groups = [_int(a.get("n_heads_in_group")) for a in attention if not a.get("no_op")]
+    widths = [-(-int(2 * float(f["ffn_mult"]) * hidden / 3) // 256) * 256 for f in ffns
+              if not f.get("no_op") and f.get("ffn_mult")]
+    out: dict[str, Any] = {"attention_layers": len(groups), "kv_layers": len(groups)}
+    if groups and min(groups) > 0:
+        out["kv_heads"] = heads // min(groups)
+    if widths:
+        out.update(intermediate_size=max(widths), mlp_width_total=sum(widths))
+        if len(widths) < layers:
+            out["mlp_layers"] = len(widths)
+    return out
+
+
 def _native_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     quant = config.get("quantization_config") or text.get("quantization_config")
     if isinstance(quant, Mapping):
@@ -965,7 +1038,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     experts = _first(text, "num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
     if experts:
         entry["experts"] = int(experts)
-        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k") or 1)
+        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k", "top_k_experts")
+                                         or 1)
         moe_inter = _first(text, "moe_intermediate_size", "expert_intermediate_size")
         if moe_inter:
             entry["moe_intermediate_size"] = int(moe_inter)
@@ -976,6 +1050,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         shared_size = _first(text, "shared_expert_intermediate_size")
         if not shared and str(text.get("model_type", "")).startswith("llama4"):
             shared = 1  # Llama 4's MoE layers always add one shared expert; its config has no key for it
+        if not shared and text.get("enable_moe_block"):  # Gemma 4: the dense MLP runs beside the experts
+            shared, shared_size = 1, int(inter or 0) or None
         if shared or shared_size:
             entry["shared_experts"] = int(shared or 1)
             if shared_size:
@@ -993,7 +1069,14 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     entry.update(_compressed_fields(text, int(layers)))
     if text.get("kv_lora_rank"):
         entry["head_dim"] = int(text.get("v_head_dim") or head_dim)
+    entry.update(_gemma4_fields(text, int(head_dim)))
+    entry.update(_nas_fields(text, int(hidden), int(heads), int(layers)))
     layer_types = text.get("layer_types")
+    shared_kv = _int(text.get("num_kv_shared_layers"))
+    if isinstance(layer_types, list) and 0 < shared_kv < len(layer_types):
+        # Gemma 3n / 4: the last layers reuse an earlier layer's cache and keep none of their own.
+        layer_types = layer_types[: len(layer_types) - shared_kv]
+        entry["kv_layers"] = len(layer_types)
     window = text.get("sliding_window")
     if text.get("use_sliding_window") is False:  # Qwen2-style configs name a window they do not use
         window = None

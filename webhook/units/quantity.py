@@ -53,6 +53,20 @@ def parse_quantity(value: Any) -> Decimal:
     return _kubernetes_parse_quantity()(value)
 
 
+def parse_whole(value: Any) -> int:
+    """A whole, non-negative number written as a Kubernetes quantity: kube-apiserver stores a resource amount in
+    canonical form, so ``nvidia.com/gpumem: 8000`` reaches a webhook as ``8k`` (and 10240 stays ``10240``)."""
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a number")
+    try:
+        amount = parse_quantity(value)
+    except (ValueError, ArithmeticError) as exc:
+        raise QuantityError(f"{value!r} is not a quantity") from exc
+    if amount < 0 or amount != amount.to_integral_value():
+        raise QuantityError(f"{value!r} is not a whole number")
+    return int(amount)
+
+
 def parse_count(value: str | int | float) -> float:
     """Parse a parameter count such as ``15B``, ``7.6b``, ``350M``, ``1.5e9`` into a number."""
     if isinstance(value, bool):

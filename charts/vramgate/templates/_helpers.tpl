@@ -159,8 +159,9 @@ webhook/data/accelerators.yaml (webhook.acceleratorResources: amd.com/gpu), as a
 {{- end }}
 
 {{/*
-CEL: does the PodSpec at .path ask for a GPU (any of .resources), or tolerate a GPU taint (the non-GPU-pod rule's
-case)? Everything else is none of vramgate's business, and kube-apiserver need not call it for it.
+CEL: does the PodSpec at .path ask for a GPU (any of .resources, a name starting with one of .prefixes, a share
+annotation of .annotations on the pod metadata at .meta: KAI's gpu-fraction), or tolerate a GPU taint (the
+non-GPU-pod rule's case)? Everything else is none of vramgate's business, and kube-apiserver need not call it for it.
 */}}
 {{- define "vramgate.celWantsGPU" -}}
 {{- $p := .path -}}
@@ -179,7 +180,11 @@ case)? Everything else is none of vramgate's business, and kube-apiserver need n
 {{- $req = append $req (printf "c.resources.requests.exists(k, %s)" (join " || " $pre)) -}}
 {{- end -}}
 {{- $c := printf "has(c.resources) && ((has(c.resources.limits) && (%s)) || (has(c.resources.requests) && (%s)))" (join " || " $lim) (join " || " $req) -}}
-((has({{ $p }}.resourceClaims) && size({{ $p }}.resourceClaims) > 0) || (has({{ $p }}.containers) && {{ $p }}.containers.exists(c, {{ $c }})) || (has({{ $p }}.initContainers) && {{ $p }}.initContainers.exists(c, {{ $c }})) || (has({{ $p }}.tolerations) && {{ $p }}.tolerations.exists(t, (has(t.key) && ({{ join " || " $key }})) || (!has(t.key) && has(t.operator) && t.operator == 'Exists'))))
+{{- $ann := list -}}
+{{- range .annotations -}}
+{{- $ann = append $ann (printf "'%s' in %s.annotations" . $.meta) -}}
+{{- end -}}
+((has({{ $p }}.resourceClaims) && size({{ $p }}.resourceClaims) > 0) ||{{ if $ann }} (has({{ .meta }}) && has({{ .meta }}.annotations) && ({{ join " || " $ann }})) ||{{ end }} (has({{ $p }}.containers) && {{ $p }}.containers.exists(c, {{ $c }})) || (has({{ $p }}.initContainers) && {{ $p }}.initContainers.exists(c, {{ $c }})) || (has({{ $p }}.tolerations) && {{ $p }}.tolerations.exists(t, (has(t.key) && ({{ join " || " $key }})) || (!has(t.key) && has(t.operator) && t.operator == 'Exists'))))
 {{- end }}
 
 {{/* matchConditions limiting both webhooks to GPU workloads (webhook.gpuWorkloadsOnly). */}}
@@ -187,12 +192,13 @@ case)? Everything else is none of vramgate's business, and kube-apiserver need n
 {{- if .Values.webhook.gpuWorkloadsOnly }}
 {{- $r := include "vramgate.gpuResources" . | fromJsonArray }}
 {{- $x := include "vramgate.gpuResourcePrefixes" . | fromJsonArray }}
+{{- $a := .Values.webhook.shareAnnotations | default list }}
 matchConditions:
   - name: gpu-workloads-only
     expression: >-
-      request.kind.kind == 'Pod' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec" "resources" $r "prefixes" $x) }}
-      : request.kind.kind == 'CronJob' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.jobTemplate.spec.template.spec" "resources" $r "prefixes" $x) }}
-      : {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.template.spec" "resources" $r "prefixes" $x) }}
+      request.kind.kind == 'Pod' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec" "meta" "object.metadata" "annotations" $a "resources" $r "prefixes" $x) }}
+      : request.kind.kind == 'CronJob' ? {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.jobTemplate.spec.template.spec" "meta" "object.spec.jobTemplate.spec.template.metadata" "annotations" $a "resources" $r "prefixes" $x) }}
+      : {{ include "vramgate.celWantsGPU" (dict "path" "object.spec.template.spec" "meta" "object.spec.template.metadata" "annotations" $a "resources" $r "prefixes" $x) }}
 {{- end }}
 {{- end }}
 

@@ -203,6 +203,11 @@ def _print_table(rows: Sequence[Sequence[str]], empty: str) -> None:
         print(empty)
 
 
+def _kv_value_bytes(spec: ModelSpec) -> int:
+    """Bytes per KV value as the catalog lists it: 16-bit, but DeepSeek-V4's fixed fp8_ds_mla layout (one a byte)."""
+    return 1 if spec.compressed_kv else 2
+
+
 def _spec_row(spec: ModelSpec) -> dict[str, Any]:
     return {
         "name": spec.name,
@@ -212,7 +217,7 @@ def _spec_row(spec: ModelSpec) -> dict[str, Any]:
         "active_params": spec.active_params,
         "dtype": spec.dtype,
         "context": spec.context,
-        "kv_bytes_per_token": spec.kv_elements_per_token() * 2,
+        "kv_bytes_per_token": spec.kv_elements_per_token() * _kv_value_bytes(spec),
         "vision": bool(spec.vision_params),
         "verified": spec.verified,
     }
@@ -229,7 +234,7 @@ def _models_list(catalog: Catalog, family: str | None, output: str) -> int:
         rows.append((
             s.name, s.family or "-", s.task, f"{s.params / 1e9:.3g}B",
             f"{s.active_params / 1e9:.3g}B" if s.active_params else "-", s.dtype, str(s.context),
-            f"{s.kv_elements_per_token() * 2 / 1024:.0f}KiB", "yes" if s.vision_params else "-",
+            f"{s.kv_elements_per_token() * _kv_value_bytes(s) / 1024:.0f}KiB", "yes" if s.vision_params else "-",
         ))
     _print_table(rows, "(no models)")
     return EXIT_OK
@@ -247,10 +252,12 @@ def _models_show(catalog: Catalog, name: str) -> int:
             continue
         entry[f.name] = list(value) if isinstance(value, tuple) else value
     entry["matched"] = {"reference": name, "how": found.how, "quantization": found.quantization}
+    # DeepSeek-V4's compressed cache has one layout whatever the dtype flag: its bytes, not a 16-bit figure.
+    layout = "fp8_ds_mla" if spec.compressed_kv else "16bit"
     derived: dict[str, Any] = {
         "kv_elements_per_token": spec.kv_elements_per_token(),
-        "kv_bytes_per_token_16bit": spec.kv_elements_per_token() * 2,
-        "kv_bytes_full_context_16bit": spec.kv_elements_for(spec.context) * 2,
+        f"kv_bytes_per_token_{layout}": spec.kv_elements_per_token() * _kv_value_bytes(spec),
+        f"kv_bytes_full_context_{layout}": spec.kv_elements_for(spec.context) * _kv_value_bytes(spec),
         "embedding_params": spec.embedding_params,
     }
     try:

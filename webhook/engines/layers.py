@@ -52,6 +52,10 @@ def layout_of(spec: ModelSpec | None, kv_elements_per_token: int, layers: int, v
     kv_layers = spec.cache_layers
     if kv_layers <= 0:
         return KVLayout(0.0, 0)  # encoders (embedding and reranker models) keep no KV cache
+    if spec.compressed_kv:
+        # DeepSeek-V4: every layer's compressed caches, priced at their mean bytes a token (ModelSpec
+        # compressed_entry_bytes); its window cache is the engine's to add (engines/vllm.py).
+        return KVLayout(spec.kv_elements_per_token() / kv_layers * value_bytes, kv_layers)
     full, window_layers, chunk_layers = spec.cache_layer_split()
     window = spec.sliding_window
     chunk = spec.attention_chunk_size

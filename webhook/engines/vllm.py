@@ -418,7 +418,7 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     if req.max_num_seqs or req.batched_tokens:
         seqs_lo, tokens_lo = (req.max_num_seqs or seqs_lo), (req.batched_tokens or tokens_lo)
 
-    kv_seq = _kv_for_sequence(layout, req.context, tokens, v)
+    kv_seq = _kv_for_sequence(layout, req.context, tokens, v) + compressed_window_bytes(spec, req.context, tokens)
     kv_total = kv_seq * req.batch  # only a declared reservation (vramgate.io/batch-size) multiplies it
     kv_per_gpu = kv_total / kv_shards / pp / max(req.kv_split, 1)
     pool = hybrid_pool(req, spec, tp) if v1 else None
@@ -434,12 +434,14 @@ def plan(req: EstimateRequest, spec: ModelSpec | None) -> Estimate:
     # The vision encoder's band: 0.75–1.5 × its counted peak, a count from one encoder's code applied to all
     # (the two logged profiles, Qwen2-VL-2B on 0.10.2 and Llama-3.2-11B-Vision on V0, come within 4 % of it).
     vision, kept = _vision_profile(req, spec, tokens, seqs, v1, tp, v)
+    gather = compressed_prefill_workspace(spec, req.context, tokens)
+    gather_lo = compressed_prefill_workspace(spec, req.context, tokens_lo)
     act = with_encoder(activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_mid, spec),
-                       vision, kept)
+                       vision, kept) + gather
     act_lo = with_encoder(activation_bytes(tokens_lo, seqs_lo, shape.hidden_size, inter, vocab, tp, s_lo, spec),
-                          0.75 * vision, kept)
+                          0.75 * vision, kept) + gather_lo
     act_hi = with_encoder(activation_bytes(tokens, seqs, shape.hidden_size, inter, vocab, tp, s_hi, spec),
-                          1.5 * vision, kept)
+                          1.5 * vision, kept) + gather
     # NCCL, custom all-reduce and all-to-all buffers: any rank that talks to others (TP, or experts spread by DP).
     nt_lo, nt_mid, nt_hi = NON_TORCH_TP_MIB if tp > 1 or req.expert_split > g else NON_TORCH_MIB
     if (0, 6, 4) <= v < (0, 6, 5) or (v1 and (0, 7, 0) <= v < (0, 9, 1)):
@@ -506,6 +508,45 @@ def _weights_band(req: EstimateRequest, spec: ModelSpec | None, version: Version
     # The MTP layers load only with MTP speculative decoding; the low end leaves them out (a checkpoint may
     # quantize them or not: nvidia's Qwen3.6 NVFP4 keeps its MTP head in bf16).
     return per_gpu, per_gpu + mtp, per_gpu + mtp
+
+
+# DeepSeek-V4's prefill gathers a chunk of this many requests' compressed and window KV into one bf16 workspace
+# (vllm/model_executor/layers/deepseek_v4_attention.py PREFILL_CHUNK_SIZE).
+V4_PREFILL_CHUNK = 4
+
+
+def compressed_prefill_workspace(spec: ModelSpec | None, context: int, batched_tokens: int) -> float:
+    """Bytes of the bf16 gather workspace DeepSeek-V4's attention reserves in the profile run; 0 for other models.
+
+    deepseek_v4_attention.py ``attention_impl`` (the dummy run reserves "_forward_prefill's bf16-gather
+    workspace"): PREFILL_CHUNK_SIZE × M × head_dim bf16, M = N + window + max_num_batched_tokens with
+    N = ceil(max_model_len / ratio) for the least compressing layer (ratio 4); one workspace shared by every
+    layer. The 128-token window is left out (512 KiB).
+    """
+    if spec is None or not spec.compressed_kv:
+        return 0.0
+    ratio = min((r for r in spec.compress_ratios if r > 1), default=0)
+    entries = -(-context // ratio) if ratio else 0
+    return float(V4_PREFILL_CHUNK * (entries + batched_tokens) * spec.head_dim * 2)
+
+
+# DeepSeek-V4's window cache pages (vllm/v1/attention/backends/mla/sparse_swa.py DeepseekV4SWACache.block_size:
+# "the SWA block size of 64 tokens per block").
+V4_WINDOW_BLOCK = 64
+
+
+def compressed_window_bytes(spec: ModelSpec | None, context: int, batched_tokens: int) -> float:
+    """Bytes of the window cache every DeepSeek-V4 layer keeps for one sequence; 0 for other models.
+
+    Each layer's attention has a ``DeepseekV4SWACache`` (deepseek_v4_attention.py) whose ``SlidingWindowMLASpec``
+    holds, as vLLM's ``SlidingWindowSpec.max_memory_usage_bytes`` sizes it, cdiv(min(window − 1 +
+    max_num_batched_tokens, max_model_len), block) + 1 blocks of 64 tokens, at the 584-byte fp8_ds_mla entry.
+    """
+    if spec is None or not spec.compressed_kv or not spec.sliding_window:
+        return 0.0
+    tokens = min(spec.sliding_window - 1 + batched_tokens, context)
+    blocks = -(-tokens // V4_WINDOW_BLOCK) + 1
+    return float(spec.layers * blocks * V4_WINDOW_BLOCK * spec.compressed_entry_bytes()[0])
 
 
 def _mtp_weights(req: EstimateRequest, spec: ModelSpec | None, total: float) -> float:

@@ -89,6 +89,17 @@ class ModelSpec:
     ssm_state: int | None = None
     ssm_dtype: str | None = None
     conv_kernel: int = 4  # the state layers' conv kernel: conv_state keeps kernel − 1 positions (+ draft tokens)
+    # DeepSeek-V4's attention (config.json keys): one shared K=V head of ``head_dim`` (its last
+    # ``qk_rope_head_dim`` rotated), a grouped low-rank output projection (``o_groups`` × ``o_lora_rank``), and
+    # per layer a KV compression ratio (``compress_ratios``): a layer of ratio m > 1 caches one entry per m
+    # tokens (ratio 4 also a lightning-indexer key of ``index_head_dim``); ratio 0 or 1 keeps only the
+    # sliding window. Its checkpoints store the routed experts apart (``expert_dtype`` fp4: MXFP4).
+    o_lora_rank: int | None = None
+    o_groups: int | None = None
+    compress_ratios: tuple[int, ...] = ()
+    index_head_dim: int | None = None
+    index_n_heads: int | None = None
+    expert_dtype: str | None = None
     # Multi-token-prediction layers the checkpoint carries (mtp_num_hidden_layers): vLLM builds them, with their
     # attention's KV cache, only when speculative decoding uses them (--speculative-config method mtp).
     mtp_layers: int | None = None
@@ -199,7 +210,7 @@ class ModelSpec:
     def attention_params(self) -> float:
         """Parameters of every attention block (Q, K, V, O, or MLA's low-rank form): what DP attention replicates."""
         blocks = self.attention_layers if self.attention_layers is not None else self.cache_layers
-        return min(self.params, _attention_blocks_params(self, blocks))
+        return min(self.params, _attention_blocks_params(self, blocks) + _compressor_params(self))
 
     @property
     def mla(self) -> bool:
@@ -237,6 +248,42 @@ class ModelSpec:
             return (self.state_layers or 0) * self.state_bytes_per_layer(tp)
         return (self.linear_state_bytes or 0) // max(tp, 1)
 
+    @property
+    def compressed_kv(self) -> bool:
+        """Whether the cache is DeepSeek-V4's compressed one (per-layer ratios, a fixed fp8 entry layout)."""
+        return bool(self.compress_ratios)
+
+    def compressed_entry_bytes(self) -> tuple[int, int]:
+        """Bytes of one compressed KV entry and of one indexer key, in the layouts vLLM allocates.
+
+        The entry (``fp8_ds_mla``, vllm/model_executor/layers/deepseek_v4_attention.py ``head_bytes`` and
+        v1/kv_cache_interface.py ``MLAAttentionSpec`` "448B NoPE + 128B RoPE + 8B fp8 scale = 584B"): the
+        non-rotated part in fp8, the rotated part in bf16, one scale byte per 64 values and one pad byte. The
+        indexer key (``DeepseekV4IndexerCache``): ``index_head_dim`` fp8 values and a 4-byte scale per 128.
+        """
+        rope = self.qk_rope_head_dim or 0
+        nope = self.head_dim - rope
+        entry = nope + 2 * rope + nope // 64 + 1
+        index = self.index_head_dim or 0
+        return entry, index + index // 128 * 4
+
+    def _compressed_bytes(self, tokens: int) -> int:
+        """Bytes the compressed caches of every layer keep for ``tokens`` tokens (entries rounded up).
+
+        vLLM gives a layer of ratio m > 1 a cache of ceil(tokens / m) entries (``storage_block_size`` =
+        block_size // compress_ratio) and ratio-4 layers an indexer cache of as many keys ("Only C4A uses
+        sparse attention and hence has indexer", deepseek_v4.py). Left out: the ``sliding_window`` every layer
+        also keeps (window − 1 + the tokens being prefilled, which the vLLM model adds: engines/vllm.py
+        ``compressed_window_bytes``) and the pages' rounding to 576 bytes (``alignment=576``: under 2 % at block
+        size 256).
+        """
+        entry, index = self.compressed_entry_bytes()
+        total = 0
+        for ratio in self.compress_ratios[: self.layers]:
+            if ratio > 1:
+                total += -(-tokens // ratio) * (entry + (index if ratio == 4 else 0))
+        return total
+
     def kv_width(self, local: bool = False) -> int:
         """KV values one token keeps in one cache layer: a full-attention layer, or (``local``) a sliding or
         chunked one. MLA keeps one latent; Gemma 4's full layers keep ``global_kv_heads`` × ``global_head_dim``."""
@@ -257,13 +304,19 @@ class ModelSpec:
         """KV-cache values stored per token across all layers (MLA stores one compressed latent).
 
         Every cache layer is counted as if it held the whole sequence: sliding-window and chunked
-        layers hold less, which ``kv_elements_for(tokens)`` accounts for.
+        layers hold less, which ``kv_elements_for(tokens)`` accounts for. DeepSeek-V4's compressed caches
+        are counted in bytes of their fp8 layout (one value a byte: ``EstimateRequest`` prices them as fp8),
+        averaged over a long sequence.
         """
+        if self.compressed_kv:
+            return -(-self._compressed_bytes(1 << 20) // (1 << 20))
         full, windowed, chunked = self.cache_layer_split()
         return full * self.kv_width() + (windowed + chunked) * self.kv_width(local=True)
 
     def kv_elements_for(self, tokens: int) -> int:
         """KV-cache values one sequence of ``tokens`` tokens keeps, window and chunk limits applied."""
+        if self.compressed_kv:
+            return self._compressed_bytes(tokens)
         full, windowed, chunked = self.cache_layer_split()
         local = 0
         if windowed:
@@ -286,6 +339,12 @@ def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
     data = {k: v for k, v in entry.items() if k in _FIELDS}
     data["aliases"] = tuple(str(a) for a in data.get("aliases") or ())
     data["native_16bit"] = tuple(str(p) for p in data.get("native_16bit") or ())
+    data["compress_ratios"] = tuple(int(r) for r in data.get("compress_ratios") or ())
+    if data["compress_ratios"] and len(data["compress_ratios"]) < int(data["layers"]):
+        raise ValueError(f"{data.get('name')}: compress_ratios names {len(data['compress_ratios'])} of "
+                         f"{data['layers']} layers")
+    if data.get("expert_dtype") not in (None, "mxfp4"):
+        raise ValueError(f"{data.get('name')}: expert_dtype must be mxfp4 (experts stored as the rest need none)")
     for part in data["native_16bit"]:
         if not NATIVE_16BIT_PARTS.match(part):
             raise ValueError(f"{data.get('name')}: native_16bit part {part!r} is not attention, router or mlp.<i>")
@@ -316,6 +375,15 @@ def spec_from_mapping(entry: Mapping[str, Any]) -> ModelSpec:
 def _attention_params(spec: ModelSpec) -> float:
     """Weights of one attention block: Q, K, V, O projections (GQA) or the MLA low-rank form."""
     h = spec.hidden_size
+    if spec.o_lora_rank:
+        # DeepSeek-V4 (vllm deepseek_v4.py DeepseekV4Attention): wq_a, wq_b, one shared K=V projection wkv, the
+        # grouped output wo_a (heads·head_dim → o_groups·o_lora_rank) and wo_b (the KV compressors and indexers,
+        # which differ by layer, are ``_compressor_params``; the hyper-connection mixers are left out: < 0.01 %).
+        q_rank = spec.q_lora_rank or h
+        q = h * q_rank + q_rank * spec.heads * spec.head_dim if spec.q_lora_rank else h * spec.heads * spec.head_dim
+        kv = h * spec.kv_heads * spec.head_dim
+        o = spec.heads * spec.head_dim * spec.o_lora_rank + (spec.o_groups or 1) * spec.o_lora_rank * h
+        return float(q + kv + o)
     if spec.kv_lora_rank:
         nope = spec.qk_nope_head_dim or spec.head_dim
         rope = spec.qk_rope_head_dim or 0
@@ -341,6 +409,27 @@ def _attention_blocks_params(spec: ModelSpec, blocks: int) -> float:
     head = spec.global_head_dim or spec.head_dim
     full = 2 * spec.hidden_size * (spec.heads + (spec.global_kv_heads or spec.kv_heads)) * head
     return windowed * _attention_params(spec) + (blocks - windowed) * float(full)
+
+
+def _compressor_params(spec: ModelSpec) -> float:
+    """DeepSeek-V4's KV compressors and lightning indexers, over every layer; 0 for other models.
+
+    As its checkpoints hold them (the DeepSeek-V4-Pro tensor list; vllm deepseek_v4_attention.py
+    ``DeepseekCompressor``, ``DeepseekV4Indexer``): a layer of ratio m > 1 has a compressor (wkv and wgate of
+    hidden × w, w = head_dim, doubled at ratio 4 where the windows overlap); a ratio-4 layer also has an indexer
+    (wq_b q_lora_rank × heads·index_head_dim, its own compressor of w = 2·index_head_dim, weights_proj).
+    """
+    h = spec.hidden_size
+    index_dim, index_heads = spec.index_head_dim or 0, spec.index_n_heads or 0
+    total = 0
+    for ratio in spec.compress_ratios[: spec.layers]:
+        if ratio <= 1:
+            continue
+        total += 2 * h * spec.head_dim * (2 if ratio == 4 else 1)
+        if ratio == 4:
+            total += ((spec.q_lora_rank or h) * index_heads * index_dim + 2 * h * 2 * index_dim
+                      + h * index_heads)
+    return float(total)
 
 
 def _mlp_params(hidden: int, intermediate: int, kind: str) -> float:
@@ -376,7 +465,7 @@ def computed_params(spec: ModelSpec, active: bool = False) -> float:
     attention_layers = spec.cache_layers if spec.hybrid else spec.layers
     if spec.attention_layers is not None:
         attention_layers = spec.attention_layers
-    total = spec.embedding_params + _attention_blocks_params(spec, attention_layers)
+    total = spec.embedding_params + _attention_blocks_params(spec, attention_layers) + _compressor_params(spec)
     moe_layers = _moe_layer_count(spec)
     dense_layers = spec.layers - moe_layers if spec.mlp_layers is None else spec.mlp_layers
     if spec.mlp_width_total:
@@ -820,6 +909,26 @@ def hybrid_fields(text: Mapping[str, Any], layers: int, hidden: int) -> dict[str
     return out
 
 
+def _compressed_fields(text: Mapping[str, Any], layers: int) -> dict[str, Any]:
+    """DeepSeek-V4's attention and expert fields (``compress_ratios`` present); {} for any other config.
+
+    ``compress_ratios`` lists one more ratio per MTP layer than there are layers: the main layers' are kept.
+    ``expert_dtype`` fp4 (vLLM's default when absent) means MXFP4 experts; fp8 (the Base checkpoints) none apart.
+    """
+    ratios = text.get("compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < layers:
+        return {}
+    out: dict[str, Any] = {"compress_ratios": [int(r) for r in ratios[:layers]], "first_dense_layers": 0}
+    for key in ("o_lora_rank", "o_groups", "index_head_dim", "index_n_heads"):
+        if _int(text.get(key)):
+            out[key] = int(text[key])
+    if str(text.get("expert_dtype") or "fp4").lower() == "fp4":
+        out["expert_dtype"] = "mxfp4"
+    if _int(text.get("num_nextn_predict_layers")):
+        out["mtp_layers"] = int(text["num_nextn_predict_layers"])
+    return out
+
+
 def _gemma4_fields(text: Mapping[str, Any], head_dim: int) -> dict[str, Any]:
     """Gemma 4's full-attention geometry: ``global_head_dim``, and ``num_global_key_value_heads`` where
     ``attention_k_eq_v`` (vllm gemma4.py Gemma4DecoderLayer uses the global heads only then)."""
@@ -957,6 +1066,7 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
         if text.get(key):
             entry[key] = int(text[key])
+    entry.update(_compressed_fields(text, int(layers)))
     if text.get("kv_lora_rank"):
         entry["head_dim"] = int(text.get("v_head_dim") or head_dim)
     entry.update(_gemma4_fields(text, int(head_dim)))
@@ -970,6 +1080,12 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     window = text.get("sliding_window")
     if text.get("use_sliding_window") is False:  # Qwen2-style configs name a window they do not use
         window = None
+    if text.get("compress_ratios"):
+        if isinstance(window, int) and window > 0:
+            entry["sliding_window"] = window  # kept in every layer beside the compressed caches: no windowed layers
+        window = None
+        if not inter:
+            del entry["intermediate_size"]  # every layer is MoE; there is no dense MLP to size
     if isinstance(window, int) and 0 < window < entry["context"]:
         entry["sliding_window"] = window
         if isinstance(layer_types, list) and layer_types:

@@ -83,7 +83,8 @@ def shape_of(spec: ModelSpec | None, params: float) -> Shape:
         kv_heads=spec.kv_heads,
         embedding_params=min(spec.embedding_params, params),
         mla=bool(spec.kv_lora_rank),
-        sliding_window=spec.sliding_window,
+        # DeepSeek-V4's window is kept beside its compressed caches, not instead of them: no window caps its KV.
+        sliding_window=None if spec.compressed_kv else spec.sliding_window,
         known=True,
     )
 
@@ -142,6 +143,13 @@ class EstimateRequest:
     # vLLM --[no-]enable-prefix-caching: with it a hybrid keeps two state blocks per request, without it one;
     # None: the version's default (engines/hybrid.py ``prefix_caching_default``).
     prefix_caching: bool | None = None
+
+    def __post_init__(self) -> None:
+        # DeepSeek-V4's compressed caches have one layout, fp8_ds_mla, whatever the flag says: vLLM asserts an
+        # fp8 cache dtype and turns it into fp8_ds_mla (vllm/model_executor/layers/deepseek_v4_attention.py
+        # DeepseekV4MLAAttention), so an unstated KV dtype is fp8 there, not the weights' 16-bit.
+        if self.kv_cache_dtype is None and self.spec is not None and self.spec.compressed_kv:
+            object.__setattr__(self, "kv_cache_dtype", "fp8")
 
     def but(self, **changes: object) -> EstimateRequest:
         """A copy with some fields changed (for what-if suggestions).
@@ -278,8 +286,25 @@ def weights_bytes(params: float, precision: str, shape: Shape, spec: ModelSpec |
     if p.quantized and not p.gguf:
         towers = float((spec.vision_params or 0) + (spec.audio_params or 0)) if spec is not None else 0.0
         kept = min(params, shape.embedding_params + towers + _native_16bit(params, precision, spec))
-        return (params - kept) * p.bits / 8 + kept * 2
+        experts = min(params - kept, _native_experts(params, precision, spec))
+        expert_bytes = EXPERT_BITS[spec.expert_dtype] / 8 if experts and spec and spec.expert_dtype else 0.0
+        return (params - kept - experts) * p.bits / 8 + kept * 2 + experts * expert_bytes
     return params * p.bits / 8
+
+
+# Bits per routed-expert weight where a native checkpoint stores its experts apart (``ModelSpec.expert_dtype``):
+# DeepSeek-V4's MXFP4 experts as vLLM allocates them, two 4-bit values a byte and one e8m0 scale per 32
+# (vllm/model_executor/models/deepseek_v4.py DeepseekV4MegaMoEExperts: w13 [E, 2·i, h/2] and its scales
+# [E, 2·i, h/32], w2 likewise; the Mxfp4MoEMethod path holds the same). V4's sizes need no padding and its
+# experts no biases, so not the 4.6 bits gpt-oss's padded, biased MXFP4 layers cost (units/precision.py).
+EXPERT_BITS: dict[str, float] = {"mxfp4": 4 + 8 / 32}
+
+
+def _native_experts(params: float, precision: str, spec: ModelSpec | None) -> float:
+    """Routed-expert parameters a native checkpoint stores at ``expert_dtype`` (DeepSeek-V4: MXFP4), scaled."""
+    if spec is None or not spec.expert_dtype or precision != spec.dtype or not spec.params:
+        return 0.0
+    return spec.routed_expert_params() * params / spec.params
 
 
 def _native_16bit(params: float, precision: str, spec: ModelSpec | None) -> float:
@@ -306,7 +331,9 @@ def weights_per_gpu(req: EstimateRequest, total: float, spec: ModelSpec | None) 
     scale = req.params / spec.params if spec.params else 1.0
     p = PRECISIONS[req.precision]
     per_param = p.bits / 8 if not p.gguf else total / req.params
-    experts = spec.routed_expert_params() * scale * per_param if req.expert_split else 0.0
+    expert_param = (EXPERT_BITS[spec.expert_dtype] / 8 if spec.expert_dtype and req.precision == spec.dtype
+                    else per_param)
+    experts = spec.routed_expert_params() * scale * expert_param if req.expert_split else 0.0
     if experts and req.redundant_experts and spec.experts:
         experts *= (spec.experts + req.redundant_experts) / spec.experts
         total += experts * req.redundant_experts / (spec.experts + req.redundant_experts)

@@ -53,6 +53,9 @@ ALIASES: dict[str, str] = {
     "float8": "fp8",
     "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
+    # DeepSeek's sparse-MLA cache layout (fp8 values, bf16 rope part, scales), a --kv-cache-dtype vLLM takes and
+    # the one it turns any fp8 into for DeepSeek-V3.2/V4 (model_executor/layers/deepseek_v4_attention.py).
+    "fp8_ds_mla": "fp8",
     "e4m3": "fp8",
     "compressed-tensors": "fp8",
     "8bit": "int8",

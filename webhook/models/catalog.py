@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..units.data import packaged_yaml
+from .architectures import is_encoder
 
 # Suffixes that name a packaging of the same weights (quantization, file format), not another model.
 _PACKAGING_SUFFIX = re.compile(
@@ -890,18 +891,24 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     if not isinstance(config, Mapping):
         raise ConfigImportError("config.json is not a JSON object")
     text: Mapping[str, Any] = config.get("text_config") or config.get("thinker_config", {}).get("text_config") or config
-    llm = config.get("llm_config")
+    # InternVL-style configs nest the language model under llm_config, DeepSeek-VL2 and Janus under language_config.
+    llm = config.get("llm_config") or config.get("language_config")
     if isinstance(llm, Mapping):
         text = llm
+    if isinstance(text.get("attn_config"), Mapping) or isinstance(text.get("ffn_config"), Mapping):
+        # DBRX nests kv_n_heads under attn_config and its experts under ffn_config (vllm dbrx.py reads them there).
+        text = {**(text.get("ffn_config") or {}), **(text.get("attn_config") or {}), **text}
     hidden = _first(text, "hidden_size", "n_embd", "d_model")
-    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _first(text, "num_attention_heads", "n_head")
+    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads = _first(text, "num_attention_heads", "n_head", "n_heads")
     vocab = _first(text, "vocab_size", "padded_vocab_size")
     for key, value in (("hidden_size", hidden), ("num_hidden_layers", layers), ("num_attention_heads", heads),
                        ("vocab_size", vocab)):
         if not isinstance(value, int) or value <= 0:
             raise ConfigImportError(f"config.json has no usable {key}")
-    kv = _first(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv") or heads
+    # Step 3's attention keeps one K/V group (num_attention_groups; vLLM step3_text.py builds it with num_kv_heads=1).
+    kv = _first(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv",
+                "num_attention_groups", "kv_n_heads") or heads
     if text.get("multi_query") and not text.get("num_kv_heads"):
         kv = 1
     head_dim = _first(text, "head_dim") or hidden // heads
@@ -926,11 +933,18 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     entry["intermediate_size"] = int(inter) if inter else 4 * int(hidden)
     if any(a in arch for a in ("GPT2", "GPTBigCode", "Starcoder2", "Falcon", "PhiForCausalLM", "Bert", "Roberta")):
         entry["mlp"] = "plain"
+    if is_encoder(arch):  # bidirectional encoders keep no KV cache: the engine pools one forward pass
+        entry["task"] = "embed"
+        entry["kv_layers"] = 0
     experts = _first(text, "num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+    if not experts and text.get("shared_intermediate_size"):
+        # GraniteMoeShared/Hybrid without routed experts (granite-4.0-h-micro): the shared MLP is the layer's MLP
+        # (vllm granitemoehybrid.py builds only shared_mlp when num_local_experts is 0).
+        entry["intermediate_size"] = int(text["shared_intermediate_size"])
     if experts:
         entry["experts"] = int(experts)
-        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k", "top_k_experts")
-                                         or 1)
+        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k", "top_k_experts",
+                                                "moe_k") or 1)
         moe_inter = _first(text, "moe_intermediate_size", "expert_intermediate_size")
         if moe_inter:
             entry["moe_intermediate_size"] = int(moe_inter)
@@ -938,7 +952,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
             entry["moe_intermediate_size"] = int(inter)
             entry["intermediate_size"] = int(text["intermediate_size_mlp"])
         shared = _first(text, "n_shared_experts", "num_shared_experts")
-        shared_size = _first(text, "shared_expert_intermediate_size")
+        # Granite's MoE layers add one shared MLP of shared_intermediate_size (vllm granitemoeshared.py).
+        shared_size = _first(text, "shared_expert_intermediate_size", "shared_intermediate_size")
         if not shared and str(text.get("model_type", "")).startswith("llama4"):
             shared = 1  # Llama 4's MoE layers always add one shared expert; its config has no key for it
         if not shared and text.get("enable_moe_block"):  # Gemma 4: the dense MLP runs beside the experts
@@ -974,9 +989,18 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         entry["sliding_window"] = window
         if isinstance(layer_types, list) and layer_types:
             entry["sliding_window_layers"] = sum(1 for t in layer_types if "sliding" in str(t))
+        elif isinstance(text.get("sliding_window_pattern"), str):
+            # EXAONE 4 spells the pattern per layer ("LLLG": 3 local, 1 global), repeated over the layers
+            # (transformers Exaone4Config derives layer_types from it; vllm exaone4.py reads layer_types).
+            spelled = str(text["sliding_window_pattern"]).upper()
+            entry["sliding_window_layers"] = sum(1 for i in range(int(layers)) if spelled[i % len(spelled)] == "L")
         elif text.get("sliding_window_pattern"):
             pattern = int(text["sliding_window_pattern"])
             entry["sliding_window_layers"] = int(layers) - int(layers) // pattern
+        elif str(text.get("model_type", "")) == "gemma2":
+            # Gemma 2 configs name the window without layer_types; transformers' Gemma2Config fills them as
+            # sliding on even layers, full on odd (vllm gemma2.py reads config.layer_types).
+            entry["sliding_window_layers"] = int(layers) - int(layers) // 2
         else:
             entry["sliding_window_layers"] = int(layers)
     if isinstance(layer_types, list) and layer_types and any("linear" in str(t) for t in layer_types):

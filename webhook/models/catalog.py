@@ -931,7 +931,11 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     }
     inter = _first(text, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
     entry["intermediate_size"] = int(inter) if inter else 4 * int(hidden)
-    if any(a in arch for a in ("GPT2", "GPTBigCode", "Starcoder2", "Falcon", "PhiForCausalLM", "Bert", "Roberta")):
+    # Up-and-down MLPs without a gate. Falcon (RW) is plain; Falcon-H1 and Falcon-Mamba are not, so the name is
+    # matched whole (vllm falcon_h1.py builds a gated gate_up_proj).
+    # Nemotron-H's MLP is up_proj, relu2, down_proj (vllm nemotron_h.py NemotronHMLP).
+    if arch in ("FalconForCausalLM", "RWForCausalLM", "NemotronHForCausalLM") or any(
+            a in arch for a in ("GPT2", "GPTBigCode", "Starcoder2", "PhiForCausalLM", "Bert", "Roberta")):
         entry["mlp"] = "plain"
     if is_encoder(arch):  # bidirectional encoders keep no KV cache: the engine pools one forward pass
         entry["task"] = "embed"

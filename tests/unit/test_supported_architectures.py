@@ -29,7 +29,7 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
     ),
     # vllm deepseek_v32 keeps an indexer key cache per token beside the latent (DeepSeek Sparse Attention)
     "MLA with a sparse-attention indexer cache the import does not add": (
-        "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "Glm4MoeLiteForCausalLM",
+        "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
     ),
     "two attention blocks per layer (LongCat-Flash's shortcut-connected MoE)": (
         "LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM",
@@ -43,6 +43,12 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
     ),
     "sliding layers with their own KV heads and head_dim (MiMo-V2 swa_* keys)": (
         "MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM", "MiMoV2OmniForCausalLM", "MiMoV2ASRForCausalLM",
+    ),
+    # vllm exaone_moe.py sliding_windows, plamo3.py interleaved_sliding_window, domyn_edge.py per_layer_config,
+    # step3p5.py num_sliding_attention_heads, rnj1.py chunked layer_types, dory.py "mlp" layer_types
+    "per-layer attention shapes the import does not read (window lists, per-layer heads, attention-less layers)": (
+        "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM", "Plamo3ForCausalLM", "DomynEdgeForCausalLM",
+        "Step3p5ForCausalLM", "Rnj1ForCausalLM", "DoryForCausalLM",
     ),
     "blocksparse attention on alternate layers (Phi-3-small)": ("Phi3SmallForCausalLM",),
     "layers run in loops with shared weights (IQuest Loop Coder)": ("IQuestLoopCoderForCausalLM",),
@@ -75,22 +81,22 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
     ),
     # released in 2025-2026 engine versions; their attention kind and layer plan were not read for this list
     "architecture whose layout was not read yet": (
-        "AXK1ForCausalLM", "AfmoeForCausalLM", "Alpamayo2Super", "BagelForConditionalGeneration",
+        "AXK1ForCausalLM", "Alpamayo2Super", "BagelForConditionalGeneration",
         "BailingMM2NativeForConditionalGeneration", "BailingMMNativeForConditionalGeneration", "BeamForCausalLM",
-        "BeeForConditionalGeneration", "Cohere2MoeForCausalLM", "CohereCompassForConditionalGeneration",
+        "BeeForConditionalGeneration", "CohereCompassForConditionalGeneration",
         "Cosmos3EdgeForConditionalGeneration", "Cosmos3ForConditionalGeneration", "DeepseekV41ForCausalLM",
-        "DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration", "DomynEdgeForCausalLM", "DoryForCausalLM",
+        "DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration",
         "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "DotsVLMForCausalLM", "Eagle2_5_VLForConditionalGeneration",
-        "Exaone4_5_ForConditionalGeneration", "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM", "FlintForCausalLM",
+        "Exaone4_5_ForConditionalGeneration", "FlintForCausalLM",
         "Gemma4AssistantForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
         "Gemma4UnifiedAssistantForCausalLM", "Gemma4UnifiedForConditionalGeneration", "GigaChat35ForCausalLM",
         "Glm5NextForCausalLM", "Glm5NextForConditionalGeneration", "GlmImageForConditionalGeneration",
         "GlmOcrForConditionalGeneration", "Granite4VisionForConditionalGeneration", "HCXVisionV2ForCausalLM",
-        "HYV3ForCausalLM", "HYV4ForCausalLM", "HfMoondream", "HrmTextForCausalLM", "HyperCLOVAXForCausalLM",
+        "HYV3ForCausalLM", "HYV4ForCausalLM", "HfMoondream", "HrmTextForCausalLM",
         "IQuestQ1ForCausalLM", "InklingForCausalLM", "InklingForConditionalGeneration",
         "InternS1ProForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
         "IsaacForConditionalGeneration", "K2HorizonForCausalLM", "KananaVForConditionalGeneration",
-        "KimiK3ForConditionalGeneration", "LagunaForCausalLM", "LightOnOCRForConditionalGeneration",
+        "KimiK3ForConditionalGeneration", "LightOnOCRForConditionalGeneration",
         "LlavaOnevision2ForConditionalGeneration", "LocateAnythingForConditionalGeneration", "MellumForCausalLM",
         "MindSporeForCausalLM", "MiniCPMOcrForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
         "MiniCPMV4_7ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
@@ -100,16 +106,16 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
         "NVILALiteForConditionalGeneration", "NanbeigeForCausalLM", "OpenCUAForConditionalGeneration",
         "OpenPanguVLForConditionalGeneration", "OpenVLAForActionPrediction", "POINTSV15ChatModel",
         "PaddleOCRVLForConditionalGeneration", "PanguEmbeddedForCausalLM", "PanguProMoEV2ForCausalLM",
-        "PanguUltraMoEForCausalLM", "Param2MoEForCausalLM", "Phi4ForCausalLMV", "Plamo3ForCausalLM",
+        "PanguUltraMoEForCausalLM", "Phi4ForCausalLMV",
         "QianfanOCRForConditionalGeneration", "Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration",
-        "RForConditionalGeneration", "Rnj1ForCausalLM", "Sarashina2VisionForCausalLM", "SarvamMLAForCausalLM",
-        "SarvamMoEForCausalLM", "Spark2_5ForCausalLM", "Step1ForCausalLM", "Step3p5ForCausalLM",
+        "RForConditionalGeneration", "Sarashina2VisionForCausalLM",
+        "Spark2_5ForCausalLM",
         "Step3p7ForConditionalGeneration", "Step5ForCausalLM", "Step5ForConditionalGeneration",
         "StepVLForConditionalGeneration", "UnlimitedOCRForCausalLM", "XllmForCausalLM", "ZayaForCausalLM",
     ),
 }
 # A ratchet: lower it whenever a name moves out of the set above (the goal is 0).
-WITHOUT_CEILING = 174
+WITHOUT_CEILING = 165
 WITHOUT: Mapping[str, str] = {name: reason for reason, names in _WITHOUT_BY_REASON.items() for name in names}
 
 

@@ -34,7 +34,9 @@ _ATTENTION = (
     "Grok1ModelForCausalLM", "Grok1ForCausalLM", "DeepseekForCausalLM", "Dots1ForCausalLM", "Glm4MoeForCausalLM",
     "BailingMoeForCausalLM", "BailingMoEForCausalLM", "BailingMoeV2ForCausalLM", "Ernie4_5_MoeForCausalLM",
     "XverseMoeForCausalLM", "GraniteMoeForCausalLM", "MiniMaxM2ForCausalLM",
-    "MiniCPMForCausalLM",
+    "MiniCPMForCausalLM", "Param2MoEForCausalLM", "SarvamMoEForCausalLM",
+    # vllm step1.py: num_attention_groups (else num_key_value_heads) of hidden/heads; hyperclovax.py: head_dim
+    "Step1ForCausalLM", "HyperCLOVAXForCausalLM",
     # other dense decoders: every key they use (n_head, n_layer, multi_query_group_num, num_kv_heads, ...) is read
     "GPT2LMHeadModel", "GPTJForCausalLM", "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "BloomForCausalLM",
     "FalconForCausalLM", "RWForCausalLM", "OPTForCausalLM", "BaiChuanForCausalLM", "BaichuanForCausalLM",
@@ -72,13 +74,17 @@ _SLIDING = (
     # Granite's layer_types name sliding_attention layers (vllm granite.py); EXAONE 4 spells them "LLLG"
     "GraniteForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSharedForCausalLM", "GraniteMoeSWAForCausalLM",
     "Exaone4ForCausalLM",
+    # layer_types "sliding_attention" with one sliding_window (vllm afmoe.py, laguna.py, cohere2_moe.py)
+    "AfmoeForCausalLM", "LagunaForCausalLM", "Cohere2MoeForCausalLM",
 )
 
 _CHUNKED = ("Llama4ForCausalLM", "Llama4ForConditionalGeneration")
 
 _MLA = (
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "MiniCPM3ForCausalLM", "KimiVLForConditionalGeneration",
-    "KimiK25ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "SarvamMLAForCausalLM",
+    # vllm glm4_moe_lite.py: MLA; a config with index_topk takes the DeepSeek-V3.2 path (GlmMoeDsa's reason)
+    "Glm4MoeLiteForCausalLM",
 )
 
 _HYBRID = (

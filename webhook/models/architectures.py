@@ -13,7 +13,9 @@ KINDS: Mapping[str, str] = {
     "sliding": "softmax attention, some or all layers windowed: sliding_window with layer_types or the pattern",
     "chunked": "Llama 4: chunked local attention on 3 of 4 layers (attention_chunk_size, no_rope_layer_interval)",
     "mla": "multi-head latent attention: one kv_lora_rank + qk_rope_head_dim latent per token and layer",
-    "hybrid": "attention in some layers, a fixed recurrent state (Mamba-1/2, Gated DeltaNet, KDA) in the rest",
+    "hybrid": "attention in some layers, a fixed recurrent state (Mamba-1/2, Gated DeltaNet, KDA, LFM2 short"
+              " convolutions) in the rest",
+    "state": "attention-free Mamba: a fixed recurrent state in every layer, no KV cache (kv_layers 0)",
     "encoder": "bidirectional encoder: no KV cache (kv_layers 0), one pooled forward pass",
     "catalog": "a layout the catalog's hand-built entries carry (family named); config import does not derive it",
 }
@@ -93,7 +95,10 @@ _HYBRID = (
     "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM",
     "BambaForCausalLM", "JambaForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "KimiLinearForCausalLM",
+    "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "Lfm2VlForConditionalGeneration",
 )
+
+_STATE = ("MambaForCausalLM", "FalconMambaForCausalLM", "Mamba2ForCausalLM")
 
 _ENCODER = (
     "BertModel", "BertForMaskedLM", "BertForSequenceClassification", "RobertaModel", "RobertaForMaskedLM",
@@ -118,7 +123,8 @@ CATALOG_FAMILIES: Mapping[str, str] = {
 
 MEMORY_MODELS: Mapping[str, str] = {
     **{a: "attention" for a in _ATTENTION}, **{a: "sliding" for a in _SLIDING}, **{a: "chunked" for a in _CHUNKED},
-    **{a: "mla" for a in _MLA}, **{a: "hybrid" for a in _HYBRID}, **{a: "encoder" for a in _ENCODER},
+    **{a: "mla" for a in _MLA}, **{a: "hybrid" for a in _HYBRID}, **{a: "state" for a in _STATE},
+    **{a: "encoder" for a in _ENCODER},
     **{a: "catalog" for a in CATALOG_FAMILIES},
 }
 

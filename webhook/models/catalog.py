@@ -732,6 +732,12 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
+def attention_free(text: Mapping[str, Any]) -> bool:
+    """Whether a config is a pure Mamba stack (Mamba, Falcon-Mamba, Mamba-2): no attention heads, a state."""
+    return (str(text.get("model_type", "")) in ("mamba", "falcon_mamba", "mamba2")
+            and not text.get("num_attention_heads") and bool(_int(text.get("state_size"))))
+
+
 def hybrid_fields(text: Mapping[str, Any], layers: int, hidden: int) -> dict[str, Any]:
     """The recurrent-state fields of a hybrid config, shaped as vLLM shapes them (vllm==0.33.0).
 
@@ -776,8 +782,28 @@ def hybrid_fields(text: Mapping[str, Any], layers: int, hidden: int) -> dict[str
         out.update(kv_layers=attention, state_layers=layers - attention, conv_state=3 * heads * dim * (kernel - 1),
                    ssm_state=heads * dim * dim, ssm_dtype="fp32")
         return out
+    if isinstance(types, list) and "conv" in types and _int(text.get("conv_L_cache")):  # LFM2 short convolutions
+        # vllm lfm2.py / lfm2_moe.py short_conv_state_shape: conv_dim (LFM2-MoE: hidden_size) x (conv_L_cache - 1),
+        # no ssm state; the "full_attention" layers keep the KV cache.
+        kernel = _int(text["conv_L_cache"])
+        width = hidden if str(text.get("model_type", "")) == "lfm2_moe" else _int(text.get("conv_dim")) or hidden
+        states = sum(1 for t in types if t == "conv")
+        out.update(kv_layers=len(types) - states, state_layers=states, conv_state=width * (kernel - 1),
+                   conv_kernel=kernel)
+        return out
     d_state = _int(text.get("ssm_state_size") or text.get("mamba_d_state") or text.get("state_size"))
     if not d_state:
+        return out
+    if attention_free(text):  # vllm mamba.py mamba1_state_shape / mamba2.py mamba2_state_shape, every layer
+        kernel = _int(text.get("conv_kernel")) or 4
+        inner = _int(text.get("intermediate_size")) or int(float(text.get("expand") or 2) * hidden)
+        if str(text.get("model_type", "")) == "mamba2":
+            inner = int(float(text.get("expand") or 2) * hidden)
+            conv = inner + 2 * (_int(text.get("n_groups")) or 1) * d_state
+            ssm = _int(text.get("num_heads")) * _int(text.get("head_dim")) * d_state
+        else:
+            conv, ssm = inner, inner * d_state
+        out.update(kv_layers=0, state_layers=layers, mlp_layers=0, conv_state=conv * (kernel - 1), ssm_state=ssm)
         return out
     kernel = _int(text.get("conv_kernel") or text.get("mamba_d_conv")) or 4
     heads = _int(text.get("mamba_num_heads") or text.get("mamba_n_heads"))
@@ -854,6 +880,19 @@ def _nas_fields(text: Mapping[str, Any], hidden: int, heads: int, layers: int) -
     return out
 
 
+def _mamba_mixer_params(text: Mapping[str, Any], hidden: int) -> int:
+    """One pure-Mamba layer's mixer weights (transformers MambaMixer / Mamba2Mixer; norms left out)."""
+    state, kernel = _int(text.get("state_size")), _int(text.get("conv_kernel")) or 4
+    if str(text.get("model_type", "")) == "mamba2":
+        inner = int(float(text.get("expand") or 2) * hidden)
+        heads, conv = _int(text.get("num_heads")), inner + 2 * (_int(text.get("n_groups")) or 1) * state
+        return hidden * (inner + conv + heads) + conv * kernel + inner * hidden + inner + 3 * heads
+    inner = _int(text.get("intermediate_size")) or 2 * hidden
+    rank = _int(text.get("time_step_rank")) or -(-hidden // 16)
+    return hidden * 2 * inner + inner * kernel + inner * (rank + 2 * state) + rank * inner + inner * (state + 2) \
+        + inner * hidden
+
+
 def _native_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     quant = config.get("quantization_config") or text.get("quantization_config")
     if isinstance(quant, Mapping):
@@ -901,6 +940,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     hidden = _first(text, "hidden_size", "n_embd", "d_model")
     layers = _first(text, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads = _first(text, "num_attention_heads", "n_head", "n_heads")
+    if heads is None and attention_free(text):
+        heads = 1  # no attention layer: the heads only fill the entry (kv_layers is 0)
     vocab = _first(text, "vocab_size", "padded_vocab_size")
     for key, value in (("hidden_size", hidden), ("num_hidden_layers", layers), ("num_attention_heads", heads),
                        ("vocab_size", vocab)):
@@ -912,6 +953,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     if text.get("multi_query") and not text.get("num_kv_heads"):
         kv = 1
     head_dim = _first(text, "head_dim") or hidden // heads
+    if attention_free(text):
+        head_dim = hidden  # Mamba-2's head_dim is its SSM heads'; there is no attention head
     arch = str((config.get("architectures") or [config.get("model_type", "custom")])[0])
     ref = name or str(config.get("_name_or_path") or "").strip() or arch.lower()
     entry: dict[str, Any] = {
@@ -927,7 +970,9 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         "vocab_size": int(vocab),
         "context": derived_max_len({**text, "model_type": config.get("model_type", text.get("model_type"))}),
         "dtype": _native_dtype(config, text),
-        "tie_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+        # LFM2 spells it tie_embedding
+        "tie_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings",
+                                                                          text.get("tie_embedding", False)))),
     }
     inter = _first(text, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
     entry["intermediate_size"] = int(inter) if inter else 4 * int(hidden)
@@ -1024,6 +1069,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         entry["checkpoint_bytes"] = int(total_size)
     spec = spec_from_mapping({**entry, "params": 1.0})
     text_params = computed_params(spec)
+    if attention_free(text):  # the formula counts no recurrent mixer; a pure Mamba stack is nothing else
+        text_params += int(layers) * _mamba_mixer_params(text, int(hidden))
     params = text_params
     bytes_per = {"bf16": 2, "fp16": 2, "fp32": 4}.get(entry["dtype"])
     if entry.get("checkpoint_bytes") and bytes_per:

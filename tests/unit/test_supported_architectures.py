@@ -46,6 +46,11 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
         "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM", "Plamo3ForCausalLM", "DomynEdgeForCausalLM",
         "Step3p5ForCausalLM", "Rnj1ForCausalLM", "DoryForCausalLM",
     ),
+    # vllm gemma4.py: num_kv_shared_layers reuse earlier layers' KV, attention_k_eq_v full layers ship K only
+    "Gemma 4: KV shared across the last layers and K-equals-V full layers, not read (Gemma 3n has a catalog entry)": (
+        "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4AssistantForCausalLM",
+        "Gemma4UnifiedForConditionalGeneration", "Gemma4UnifiedAssistantForCausalLM",
+    ),
     "blocksparse attention on alternate layers (Phi-3-small)": ("Phi3SmallForCausalLM",),
     "layers run in loops with shared weights (IQuest Loop Coder)": ("IQuestLoopCoderForCausalLM",),
     # DeepSeek-VL2-tiny sets use_mla false while its language_config still names kv_lora_rank
@@ -61,7 +66,7 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
         "Qwen3ASRForConditionalGeneration", "Qwen3ASRRealtimeGeneration", "FunASRForConditionalGeneration",
         "FireRedASR2ForConditionalGeneration", "GlmAsrForConditionalGeneration", "CohereAsrForConditionalGeneration",
         "MossTranscribeDiarizeForConditionalGeneration", "MiDashengLMModel", "AudioFlamingo3ForConditionalGeneration",
-        "FunAudioChatForConditionalGeneration", "MoonshotKimiaForCausalLM", "MossAudioModel",
+        "FunAudioChatForConditionalGeneration", "MoonshotKimiaForCausalLM",
         "GraniteSpeechPlusForConditionalGeneration", "RadioMBartPrefixForCausalLM",
         "NemotronParseForConditionalGeneration",
     ),
@@ -77,32 +82,32 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
     ),
     # released in 2025-2026 engine versions; their attention kind and layer plan were not read for this list
     "architecture whose layout was not read yet": (
-        "AXK1ForCausalLM", "Alpamayo2Super", "BagelForConditionalGeneration",
+        "AXK1ForCausalLM", "Alpamayo2Super",
         "BailingMM2NativeForConditionalGeneration", "BailingMMNativeForConditionalGeneration", "BeamForCausalLM",
         "BeeForConditionalGeneration", "CohereCompassForConditionalGeneration",
         "Cosmos3EdgeForConditionalGeneration", "Cosmos3ForConditionalGeneration", "DeepseekV41ForCausalLM",
         "DeepseekV4ForCausalLM", "DeepseekV4ForConditionalGeneration",
-        "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "DotsVLMForCausalLM", "Eagle2_5_VLForConditionalGeneration",
-        "Exaone4_5_ForConditionalGeneration", "FlintForCausalLM",
-        "Gemma4AssistantForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
-        "Gemma4UnifiedAssistantForCausalLM", "Gemma4UnifiedForConditionalGeneration", "GigaChat35ForCausalLM",
+        "Dots3NoteForCausalLM", "DotsVLMForCausalLM", "Eagle2_5_VLForConditionalGeneration",
+        "FlintForCausalLM",
+
+        "GigaChat35ForCausalLM",
         "Glm5NextForCausalLM", "Glm5NextForConditionalGeneration", "GlmImageForConditionalGeneration",
         "GlmOcrForConditionalGeneration", "Granite4VisionForConditionalGeneration", "HCXVisionV2ForCausalLM",
         "HYV3ForCausalLM", "HYV4ForCausalLM", "HfMoondream", "HrmTextForCausalLM",
         "IQuestQ1ForCausalLM", "InklingForCausalLM", "InklingForConditionalGeneration",
         "InternS1ProForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
-        "IsaacForConditionalGeneration", "K2HorizonForCausalLM", "KananaVForConditionalGeneration",
+        "K2HorizonForCausalLM",
         "KimiK3ForConditionalGeneration", "LightOnOCRForConditionalGeneration",
-        "LlavaOnevision2ForConditionalGeneration", "LocateAnythingForConditionalGeneration", "MellumForCausalLM",
+        "LocateAnythingForConditionalGeneration", "MellumForCausalLM",
         "MindSporeForCausalLM", "MiniCPMOcrForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
         "MiniCPMV4_7ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
         "MiniMaxM3SparseForConditionalGeneration", "Molmo2ForConditionalGeneration", "Moondream3ForCausalLM",
         "MossVLForConditionalGeneration", "MuseGlimmerAssistantModel", "MuseGlimmerForCausalLM",
         "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "NVILAForConditionalGeneration",
-        "NVILALiteForConditionalGeneration", "NanbeigeForCausalLM", "OpenCUAForConditionalGeneration",
+        "NVILALiteForConditionalGeneration", "NanbeigeForCausalLM",
         "OpenPanguVLForConditionalGeneration", "OpenVLAForActionPrediction", "POINTSV15ChatModel",
         "PaddleOCRVLForConditionalGeneration", "PanguEmbeddedForCausalLM", "PanguProMoEV2ForCausalLM",
-        "PanguUltraMoEForCausalLM", "Phi4ForCausalLMV",
+        "PanguUltraMoEForCausalLM",
         "QianfanOCRForConditionalGeneration", "Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration",
         "RForConditionalGeneration", "Sarashina2VisionForCausalLM",
         "Spark2_5ForCausalLM",
@@ -111,7 +116,7 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
     ),
 }
 # A ratchet: lower it whenever a name moves out of the set above (the goal is 0).
-WITHOUT_CEILING = 159
+WITHOUT_CEILING = 150
 WITHOUT: Mapping[str, str] = {name: reason for reason, names in _WITHOUT_BY_REASON.items() for name in names}
 
 

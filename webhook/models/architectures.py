@@ -64,6 +64,12 @@ _ATTENTION = (
     "Glm4vMoeForConditionalGeneration", "MolmoForCausalLM", "MiniCPMV", "MiniCPMO", "Ovis", "Ovis2_5",
     "Ovis2_6ForCausalLM", "Ovis2_6_MoeForCausalLM", "KeyeForConditionalGeneration", "KeyeVL1_5ForConditionalGeneration",
     "GraniteSpeechForConditionalGeneration", "Step3VLForConditionalGeneration", "MultiModalityCausalLM",
+    # vLLM 0.33.0 builds their language model as a named class: llava_onevision2.py and isaac.py Qwen3ForCausalLM,
+    # kanana_v.py LlamaForCausalLM, opencua.py / dots_ocr.py / bagel.py (llm_config) Qwen2ForCausalLM,
+    # phi4siglip.py Phi3ForCausalLM, moss_audio.py Qwen3ForCausalLM over language_config
+    "LlavaOnevision2ForConditionalGeneration", "IsaacForConditionalGeneration", "KananaVForConditionalGeneration",
+    "OpenCUAForConditionalGeneration", "DotsOCRForCausalLM", "BagelForConditionalGeneration", "Phi4ForCausalLMV",
+    "MossAudioModel",
 )
 
 _SLIDING = (
@@ -78,6 +84,7 @@ _SLIDING = (
     "Exaone4ForCausalLM",
     # layer_types "sliding_attention" with one sliding_window (vllm afmoe.py, laguna.py, cohere2_moe.py)
     "AfmoeForCausalLM", "LagunaForCausalLM", "Cohere2MoeForCausalLM",
+    "Exaone4_5_ForConditionalGeneration",  # vllm exaone4_5.py: Exaone4ForCausalLM over the text config
 )
 
 _CHUNKED = ("Llama4ForCausalLM", "Llama4ForConditionalGeneration")

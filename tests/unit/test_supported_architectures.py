@@ -1,9 +1,11 @@
 """Every architecture vLLM and SGLang list as supported has a memory model, or a stated reason it has none yet."""
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from webhook.models.architectures import CATALOG_FAMILIES, KINDS, MEMORY_MODELS, memory_model
@@ -260,3 +262,16 @@ def test_import_reads_pure_mamba_and_lfm2_short_convolutions() -> None:
     assert (e["kv_layers"], e["state_layers"], e["conv_state"], e["conv_kernel"], e["tie_embeddings"]) == \
         (2, 6, 256 * 2, 3, True)
     assert spec_from_mapping(e).state_bytes_per_layer() == 256 * 2 * 2 and "ssm_state" not in e
+
+
+def test_models_import_notes_an_architecture_without_a_memory_model(capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path: Path) -> None:
+    from webhook.cli.main import main
+
+    for arch, noted in (("Zamba2ForCausalLM", True), ("LlamaForCausalLM", False)):
+        path = tmp_path / f"{arch}.json"
+        path.write_text(json.dumps({**_BASE, "architectures": [arch], "model_type": "x"}))
+        assert main(["models", "import", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert (f"no memory model for {arch}" in out) is noted, out
+        assert yaml.safe_load(out)["models"][0]["layers"] == 8

@@ -32,9 +32,9 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
     "two attention blocks per layer (LongCat-Flash's shortcut-connected MoE)": (
         "LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM",
     ),
-    # vllm nemotron_nas.py / nemotron_h.py read block_configs: heads, windows and experts vary layer by layer
-    "heterogeneous per-layer blocks (block_configs) the import does not read": (
-        "DeciLMForCausalLM", "NemotronHPuzzleForCausalLM",
+    # vllm nemotron_h.py reads block_configs for Puzzle checkpoints: heads, windows and experts vary layer by layer
+    "Nemotron-H Puzzle: heterogeneous Mamba/attention/MoE block_configs the import does not read": (
+        "NemotronHPuzzleForCausalLM",
     ),
     "cross-layer KV sharing (HunYuan use_cla / cla_share_factor) the import does not read": (
         "HunYuanDenseV1ForCausalLM", "HunYuanMoEV1ForCausalLM",
@@ -48,10 +48,8 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
         "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM", "Plamo3ForCausalLM", "DomynEdgeForCausalLM",
         "Step3p5ForCausalLM", "Rnj1ForCausalLM", "DoryForCausalLM",
     ),
-    # vllm gemma4.py: num_kv_shared_layers reuse earlier layers' KV, attention_k_eq_v full layers ship K only
-    "Gemma 4: KV shared across the last layers and K-equals-V full layers, not read (Gemma 3n has a catalog entry)": (
-        "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4AssistantForCausalLM",
-        "Gemma4UnifiedForConditionalGeneration", "Gemma4UnifiedAssistantForCausalLM",
+    "Gemma 4 Unified: vllm gemma4_unified.py, a model of its own beside gemma4.py, not read": (
+        "Gemma4UnifiedForConditionalGeneration",
     ),
     "blocksparse attention on alternate layers (Phi-3-small)": ("Phi3SmallForCausalLM",),
     "layers run in loops with shared weights (IQuest Loop Coder)": ("IQuestLoopCoderForCausalLM",),
@@ -104,7 +102,7 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
         "MindSporeForCausalLM", "MiniCPMOcrForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
         "MiniCPMV4_7ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
         "MiniMaxM3SparseForConditionalGeneration", "Molmo2ForConditionalGeneration", "Moondream3ForCausalLM",
-        "MossVLForConditionalGeneration", "MuseGlimmerAssistantModel", "MuseGlimmerForCausalLM",
+        "MossVLForConditionalGeneration", "MuseGlimmerForCausalLM",
         "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "NVILAForConditionalGeneration",
         "NVILALiteForConditionalGeneration", "NanbeigeForCausalLM",
         "OpenPanguVLForConditionalGeneration", "OpenVLAForActionPrediction", "POINTSV15ChatModel",
@@ -118,7 +116,7 @@ _WITHOUT_BY_REASON: Mapping[str, tuple[str, ...]] = {
     ),
 }
 # A ratchet: lower it whenever a name moves out of the set above (the goal is 0).
-WITHOUT_CEILING = 150
+WITHOUT_CEILING = 144
 WITHOUT: Mapping[str, str] = {name: reason for reason, names in _WITHOUT_BY_REASON.items() for name in names}
 
 

@@ -48,6 +48,8 @@ _ATTENTION = (
     "Glm4ForCausalLM", "NemotronForCausalLM", "ExaoneForCausalLM", "Ernie4_5ForCausalLM", "Ernie4_5_ForCausalLM",
     "SeedOssForCausalLM", "TeleChat2ForCausalLM", "TeleChatForCausalLM", "JAISLMHeadModel", "OlmoForCausalLM",
     "Olmo2ForCausalLM", "CohereForCausalLM", "DbrxForCausalLM", "Step3TextForCausalLM",
+    # Nemotron-NAS block_configs: which blocks attend and with how many KV heads (vllm nemotron_nas.py)
+    "DeciLMForCausalLM",
     "ChameleonForConditionalGeneration",
     # vision/audio LMs whose language model sits in text_config, llm_config or language_config (or at the top)
     "LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration", "LlavaNextVideoForConditionalGeneration",
@@ -81,6 +83,8 @@ _SLIDING = (
     "Cohere2VisionForConditionalGeneration", "Ministral3ForCausalLM",
     # Granite's layer_types name sliding_attention layers (vllm granite.py); EXAONE 4 spells them "LLLG"
     "GraniteForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSharedForCausalLM", "GraniteMoeSWAForCausalLM",
+    # Gemma 4: global_head_dim / num_global_key_value_heads on full layers, num_kv_shared_layers (vllm gemma4.py)
+    "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
     "Exaone4ForCausalLM",
     # layer_types "sliding_attention" with one sliding_window (vllm afmoe.py, laguna.py, cohere2_moe.py)
     "AfmoeForCausalLM", "LagunaForCausalLM", "Cohere2MoeForCausalLM",

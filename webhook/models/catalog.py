@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..units.data import packaged_yaml
+from .architectures import is_encoder
 
 # Suffixes that name a packaging of the same weights (quantization, file format), not another model.
 _PACKAGING_SUFFIX = re.compile(
@@ -820,6 +821,12 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
+def attention_free(text: Mapping[str, Any]) -> bool:
+    """Whether a config is a pure Mamba stack (Mamba, Falcon-Mamba, Mamba-2): no attention heads, a state."""
+    return (str(text.get("model_type", "")) in ("mamba", "falcon_mamba", "mamba2")
+            and not text.get("num_attention_heads") and bool(_int(text.get("state_size"))))
+
+
 def hybrid_fields(text: Mapping[str, Any], layers: int, hidden: int) -> dict[str, Any]:
     """The recurrent-state fields of a hybrid config, shaped as vLLM shapes them (vllm==0.33.0).
 
@@ -864,8 +871,28 @@ def hybrid_fields(text: Mapping[str, Any], layers: int, hidden: int) -> dict[str
         out.update(kv_layers=attention, state_layers=layers - attention, conv_state=3 * heads * dim * (kernel - 1),
                    ssm_state=heads * dim * dim, ssm_dtype="fp32")
         return out
+    if isinstance(types, list) and "conv" in types and _int(text.get("conv_L_cache")):  # LFM2 short convolutions
+        # vllm lfm2.py / lfm2_moe.py short_conv_state_shape: conv_dim (LFM2-MoE: hidden_size) x (conv_L_cache - 1),
+        # no ssm state; the "full_attention" layers keep the KV cache.
+        kernel = _int(text["conv_L_cache"])
+        width = hidden if str(text.get("model_type", "")) == "lfm2_moe" else _int(text.get("conv_dim")) or hidden
+        states = sum(1 for t in types if t == "conv")
+        out.update(kv_layers=len(types) - states, state_layers=states, conv_state=width * (kernel - 1),
+                   conv_kernel=kernel)
+        return out
     d_state = _int(text.get("ssm_state_size") or text.get("mamba_d_state") or text.get("state_size"))
     if not d_state:
+        return out
+    if attention_free(text):  # vllm mamba.py mamba1_state_shape / mamba2.py mamba2_state_shape, every layer
+        kernel = _int(text.get("conv_kernel")) or 4
+        inner = _int(text.get("intermediate_size")) or int(float(text.get("expand") or 2) * hidden)
+        if str(text.get("model_type", "")) == "mamba2":
+            inner = int(float(text.get("expand") or 2) * hidden)
+            conv = inner + 2 * (_int(text.get("n_groups")) or 1) * d_state
+            ssm = _int(text.get("num_heads")) * _int(text.get("head_dim")) * d_state
+        else:
+            conv, ssm = inner, inner * d_state
+        out.update(kv_layers=0, state_layers=layers, mlp_layers=0, conv_state=conv * (kernel - 1), ssm_state=ssm)
         return out
     kernel = _int(text.get("conv_kernel") or text.get("mamba_d_conv")) or 4
     heads = _int(text.get("mamba_num_heads") or text.get("mamba_n_heads"))
@@ -962,6 +989,19 @@ def _nas_fields(text: Mapping[str, Any], hidden: int, heads: int, layers: int) -
     return out
 
 
+def _mamba_mixer_params(text: Mapping[str, Any], hidden: int) -> int:
+    """One pure-Mamba layer's mixer weights (transformers MambaMixer / Mamba2Mixer; norms left out)."""
+    state, kernel = _int(text.get("state_size")), _int(text.get("conv_kernel")) or 4
+    if str(text.get("model_type", "")) == "mamba2":
+        inner = int(float(text.get("expand") or 2) * hidden)
+        heads, conv = _int(text.get("num_heads")), inner + 2 * (_int(text.get("n_groups")) or 1) * state
+        return hidden * (inner + conv + heads) + conv * kernel + inner * hidden + inner + 3 * heads
+    inner = _int(text.get("intermediate_size")) or 2 * hidden
+    rank = _int(text.get("time_step_rank")) or -(-hidden // 16)
+    return hidden * 2 * inner + inner * kernel + inner * (rank + 2 * state) + rank * inner + inner * (state + 2) \
+        + inner * hidden
+
+
 def _native_dtype(config: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     quant = config.get("quantization_config") or text.get("quantization_config")
     if isinstance(quant, Mapping):
@@ -999,21 +1039,31 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
     if not isinstance(config, Mapping):
         raise ConfigImportError("config.json is not a JSON object")
     text: Mapping[str, Any] = config.get("text_config") or config.get("thinker_config", {}).get("text_config") or config
-    llm = config.get("llm_config")
+    # InternVL-style configs nest the language model under llm_config, DeepSeek-VL2 and Janus under language_config.
+    llm = config.get("llm_config") or config.get("language_config")
     if isinstance(llm, Mapping):
         text = llm
+    if isinstance(text.get("attn_config"), Mapping) or isinstance(text.get("ffn_config"), Mapping):
+        # DBRX nests kv_n_heads under attn_config and its experts under ffn_config (vllm dbrx.py reads them there).
+        text = {**(text.get("ffn_config") or {}), **(text.get("attn_config") or {}), **text}
     hidden = _first(text, "hidden_size", "n_embd", "d_model")
-    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _first(text, "num_attention_heads", "n_head")
+    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads = _first(text, "num_attention_heads", "n_head", "n_heads")
+    if heads is None and attention_free(text):
+        heads = 1  # no attention layer: the heads only fill the entry (kv_layers is 0)
     vocab = _first(text, "vocab_size", "padded_vocab_size")
     for key, value in (("hidden_size", hidden), ("num_hidden_layers", layers), ("num_attention_heads", heads),
                        ("vocab_size", vocab)):
         if not isinstance(value, int) or value <= 0:
             raise ConfigImportError(f"config.json has no usable {key}")
-    kv = _first(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv") or heads
+    # Step 3's attention keeps one K/V group (num_attention_groups; vLLM step3_text.py builds it with num_kv_heads=1).
+    kv = _first(text, "num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv",
+                "num_attention_groups", "kv_n_heads") or heads
     if text.get("multi_query") and not text.get("num_kv_heads"):
         kv = 1
     head_dim = _first(text, "head_dim") or hidden // heads
+    if attention_free(text):
+        head_dim = hidden  # Mamba-2's head_dim is its SSM heads'; there is no attention head
     arch = str((config.get("architectures") or [config.get("model_type", "custom")])[0])
     ref = name or str(config.get("_name_or_path") or "").strip() or arch.lower()
     entry: dict[str, Any] = {
@@ -1029,17 +1079,30 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         "vocab_size": int(vocab),
         "context": derived_max_len({**text, "model_type": config.get("model_type", text.get("model_type"))}),
         "dtype": _native_dtype(config, text),
-        "tie_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+        # LFM2 spells it tie_embedding
+        "tie_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings",
+                                                                          text.get("tie_embedding", False)))),
     }
     inter = _first(text, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
     entry["intermediate_size"] = int(inter) if inter else 4 * int(hidden)
-    if any(a in arch for a in ("GPT2", "GPTBigCode", "Starcoder2", "Falcon", "PhiForCausalLM", "Bert", "Roberta")):
+    # Up-and-down MLPs without a gate. Falcon (RW) is plain; Falcon-H1 and Falcon-Mamba are not, so the name is
+    # matched whole (vllm falcon_h1.py builds a gated gate_up_proj).
+    # Nemotron-H's MLP is up_proj, relu2, down_proj (vllm nemotron_h.py NemotronHMLP).
+    if arch in ("FalconForCausalLM", "RWForCausalLM", "NemotronHForCausalLM") or any(
+            a in arch for a in ("GPT2", "GPTBigCode", "Starcoder2", "PhiForCausalLM", "Bert", "Roberta")):
         entry["mlp"] = "plain"
+    if is_encoder(arch):  # bidirectional encoders keep no KV cache: the engine pools one forward pass
+        entry["task"] = "embed"
+        entry["kv_layers"] = 0
     experts = _first(text, "num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+    if not experts and text.get("shared_intermediate_size"):
+        # GraniteMoeShared/Hybrid without routed experts (granite-4.0-h-micro): the shared MLP is the layer's MLP
+        # (vllm granitemoehybrid.py builds only shared_mlp when num_local_experts is 0).
+        entry["intermediate_size"] = int(text["shared_intermediate_size"])
     if experts:
         entry["experts"] = int(experts)
-        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k", "top_k_experts")
-                                         or 1)
+        entry["experts_per_token"] = int(_first(text, "num_experts_per_tok", "moe_top_k", "top_k", "top_k_experts",
+                                                "moe_k") or 1)
         moe_inter = _first(text, "moe_intermediate_size", "expert_intermediate_size")
         if moe_inter:
             entry["moe_intermediate_size"] = int(moe_inter)
@@ -1047,7 +1110,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
             entry["moe_intermediate_size"] = int(inter)
             entry["intermediate_size"] = int(text["intermediate_size_mlp"])
         shared = _first(text, "n_shared_experts", "num_shared_experts")
-        shared_size = _first(text, "shared_expert_intermediate_size")
+        # Granite's MoE layers add one shared MLP of shared_intermediate_size (vllm granitemoeshared.py).
+        shared_size = _first(text, "shared_expert_intermediate_size", "shared_intermediate_size")
         if not shared and str(text.get("model_type", "")).startswith("llama4"):
             shared = 1  # Llama 4's MoE layers always add one shared expert; its config has no key for it
         if not shared and text.get("enable_moe_block"):  # Gemma 4: the dense MLP runs beside the experts
@@ -1090,9 +1154,18 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         entry["sliding_window"] = window
         if isinstance(layer_types, list) and layer_types:
             entry["sliding_window_layers"] = sum(1 for t in layer_types if "sliding" in str(t))
+        elif isinstance(text.get("sliding_window_pattern"), str):
+            # EXAONE 4 spells the pattern per layer ("LLLG": 3 local, 1 global), repeated over the layers
+            # (transformers Exaone4Config derives layer_types from it; vllm exaone4.py reads layer_types).
+            spelled = str(text["sliding_window_pattern"]).upper()
+            entry["sliding_window_layers"] = sum(1 for i in range(int(layers)) if spelled[i % len(spelled)] == "L")
         elif text.get("sliding_window_pattern"):
             pattern = int(text["sliding_window_pattern"])
             entry["sliding_window_layers"] = int(layers) - int(layers) // pattern
+        elif str(text.get("model_type", "")) == "gemma2":
+            # Gemma 2 configs name the window without layer_types; transformers' Gemma2Config fills them as
+            # sliding on even layers, full on odd (vllm gemma2.py reads config.layer_types).
+            entry["sliding_window_layers"] = int(layers) - int(layers) // 2
         else:
             entry["sliding_window_layers"] = int(layers)
     if isinstance(layer_types, list) and layer_types and any("linear" in str(t) for t in layer_types):
@@ -1112,6 +1185,8 @@ def entry_from_hf_config(config: Mapping[str, Any], index: Mapping[str, Any] | N
         entry["checkpoint_bytes"] = int(total_size)
     spec = spec_from_mapping({**entry, "params": 1.0})
     text_params = computed_params(spec)
+    if attention_free(text):  # the formula counts no recurrent mixer; a pure Mamba stack is nothing else
+        text_params += int(layers) * _mamba_mixer_params(text, int(hidden))
     params = text_params
     bytes_per = {"bf16": 2, "fp16": 2, "fp32": 4}.get(entry["dtype"])
     if entry.get("checkpoint_bytes") and bytes_per:
